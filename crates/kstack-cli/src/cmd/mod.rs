@@ -1,0 +1,18 @@
+//! One module per group of commands; each group is a clap `Subcommand` enum flattened here.
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+pub mod dev;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The local Kubernetes control plane for tests and the all-in-one deployment.
+    Dev(dev::Args),
+}
+
+pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Dev(args) => dev::run(args),
+    }
+}

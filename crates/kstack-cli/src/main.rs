@@ -1,0 +1,35 @@
+//! The `kstack` binary: parses the command line and hands each command to its module.
+//!
+//! Exit codes: 0 success, 1 the command failed (the message says why), 2 bad usage or bad input
+//! files (clap and validation errors).
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cmd;
+
+/// Deploy and run the lifecycle of containerized OpenStack (Kolla images) on Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "kstack", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: cmd::Command,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KSTACK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cmd::run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("kstack: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Planner (desired vs observed -> graph of steps) and executor over a Cluster trait; releases and history.

@@ -1,0 +1,1 @@
+//! The host inventory service: hosts and labels over REST, synced to Kubernetes nodes.

@@ -1,0 +1,1 @@
+//! The only crate that talks to a Kubernetes API server.

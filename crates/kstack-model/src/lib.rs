@@ -1,0 +1,1 @@
+//! The deployment description and the service catalog as types; validation. No IO.
