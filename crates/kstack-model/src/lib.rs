@@ -1,1 +1,3 @@
 //! The deployment description and the service catalog as types; validation. No IO.
+
+pub mod globals;

@@ -1,0 +1,600 @@
+//! The typed deployment description read from `globals.yml`.
+//!
+//! Variable names follow kolla-ansible (`openstack_release`, `enable_nova`, ...) so that an
+//! existing kolla-ansible `globals.yml` can be reused. Kubernetes-only settings use names that
+//! kolla-ansible does not have (`kubernetes_namespace`, `kstack_*`).
+//!
+//! [`Globals::from_vars`] takes the user's variables (already parsed, no spans), merges them over
+//! the defaults, derives the dependent defaults the way kolla-ansible's `group_vars/all.yml`
+//! does, and checks the types of every variable kstack interprets. It reports every problem, not
+//! only the first, as [`GlobalsIssue`]s keyed by variable name; the config loader attaches file
+//! locations to them.
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Services kstack knows an `enable_<service>` flag for, with their kolla-ansible default.
+///
+/// `None` means the default is derived from other flags (see [`Globals::from_vars`]).
+pub const SERVICE_FLAGS: &[(&str, Option<bool>)] = &[
+    ("mariadb", Some(true)),
+    ("memcached", Some(true)),
+    ("rabbitmq", Some(true)),
+    ("keystone", None),
+    ("glance", None),
+    ("nova", None),
+    ("neutron", None),
+    ("heat", None),
+    ("horizon", None),
+    ("placement", None),
+    ("openvswitch", None),
+    ("cinder", Some(false)),
+];
+
+/// Base distributions the Kolla images are published for.
+pub const DISTROS: &[&str] = &["centos", "debian", "rocky", "ubuntu"];
+
+/// Values of `config_strategy` the images understand (`KOLLA_CONFIG_STRATEGY`).
+pub const CONFIG_STRATEGIES: &[&str] = &["COPY_ALWAYS", "COPY_ONCE"];
+
+/// The roles a node can carry; each maps to the label `<kstack_role_label_prefix><role>=true`.
+pub const ROLES: &[&str] = &["control", "compute", "network", "storage"];
+
+/// Default image tag distro version for a base distro (kolla-ansible 2025.1 `all.yml`).
+pub fn default_distro_version(distro: &str) -> Option<&'static str> {
+    match distro {
+        "rocky" => Some("9"),
+        "ubuntu" => Some("noble"),
+        "debian" => Some("bookworm"),
+        "centos" => Some("stream9"),
+        _ => None,
+    }
+}
+
+/// Resource requests for one service's containers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// Kubernetes quantity, e.g. `500m`.
+    pub cpu: Option<String>,
+    /// Kubernetes quantity, e.g. `1Gi`.
+    pub memory: Option<String>,
+}
+
+/// A problem with one variable, found while typing the variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalsIssue {
+    /// The top-level variable, e.g. `enable_nova`.
+    pub key: String,
+    /// Path below the variable for nested values, e.g. `nova` in `kstack_replicas.nova`.
+    pub subpath: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub help: String,
+}
+
+/// The deployment description kstack acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Globals {
+    pub openstack_release: String,
+    pub kolla_base_distro: String,
+    pub kolla_base_distro_version: String,
+    pub openstack_tag_suffix: String,
+    /// `{release}-{distro}-{distro_version}{suffix}` unless set explicitly.
+    pub openstack_tag: String,
+    /// Empty means no registry part in image references.
+    pub docker_registry: String,
+    pub docker_namespace: String,
+    pub docker_image_name_prefix: String,
+    pub network_interface: String,
+    pub neutron_external_interface: String,
+    pub openstack_region_name: String,
+    pub keystone_admin_user: String,
+    pub keystone_admin_project: String,
+    pub config_strategy: String,
+    pub kolla_internal_vip_address: Option<String>,
+    /// `enable_<service>` for every service in [`SERVICE_FLAGS`], after derivation.
+    pub enabled: BTreeMap<String, bool>,
+    /// Kubernetes namespace the deployment lives in.
+    pub kubernetes_namespace: String,
+    /// Replicas per service (`kstack_replicas`); services not listed get 1.
+    pub replicas: BTreeMap<String, u32>,
+    /// Prefix of the node role labels (`kstack_role_label_prefix`).
+    pub role_label_prefix: String,
+    /// Storage class for persistent volumes (`kstack_storage_class`); `None` uses the cluster default.
+    pub storage_class: Option<String>,
+    /// Resource requests per service (`kstack_resources`).
+    pub resources: BTreeMap<String, Resources>,
+    /// Every variable after merging defaults, user values and derived values; templates read these.
+    pub vars: BTreeMap<String, Value>,
+}
+
+/// The defaults of every variable kstack interprets (before derivation).
+pub fn defaults() -> BTreeMap<String, Value> {
+    let mut m = BTreeMap::new();
+    let s = |v: &str| Value::String(v.to_owned());
+    for (k, v) in [
+        ("openstack_release", "2025.1"),
+        ("kolla_base_distro", "rocky"),
+        ("openstack_tag_suffix", ""),
+        ("docker_registry", "quay.io"),
+        ("docker_namespace", "openstack.kolla"),
+        ("docker_image_name_prefix", ""),
+        ("network_interface", "eth0"),
+        ("neutron_external_interface", "eth1"),
+        ("openstack_region_name", "RegionOne"),
+        ("keystone_admin_user", "admin"),
+        ("keystone_admin_project", "admin"),
+        ("config_strategy", "COPY_ALWAYS"),
+        ("kubernetes_namespace", "openstack"),
+        ("kstack_role_label_prefix", "kstack.io/role-"),
+    ] {
+        m.insert(k.to_owned(), s(v));
+    }
+    m.insert("enable_openstack_core".into(), Value::Bool(true));
+    for (svc, default) in SERVICE_FLAGS {
+        if let Some(b) = default {
+            m.insert(format!("enable_{svc}"), Value::Bool(*b));
+        }
+    }
+    m.insert("kstack_replicas".into(), Value::Object(Default::default()));
+    m.insert("kstack_resources".into(), Value::Object(Default::default()));
+    m
+}
+
+/// Names of the variables kstack interprets; other variables are kept for templates only.
+pub fn known_keys() -> Vec<String> {
+    let mut keys: Vec<String> = defaults().into_keys().collect();
+    keys.extend(
+        [
+            "kolla_base_distro_version",
+            "openstack_tag",
+            "kolla_internal_vip_address",
+            "kstack_storage_class",
+        ]
+        .map(String::from),
+    );
+    for (svc, _) in SERVICE_FLAGS {
+        keys.push(format!("enable_{svc}"));
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Reads an Ansible-style boolean: YAML booleans or the strings yes/no/true/false/on/off.
+pub fn parse_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "yes" | "true" | "on" | "1" => Some(true),
+            "no" | "false" | "off" | "0" => Some(false),
+            _ => None,
+        },
+        Value::Number(n) => match n.as_u64() {
+            Some(1) => Some(true),
+            Some(0) => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+struct Typer<'a> {
+    vars: &'a BTreeMap<String, Value>,
+    issues: Vec<GlobalsIssue>,
+}
+
+impl Typer<'_> {
+    fn issue(&mut self, key: &str, subpath: Option<String>, message: String, help: String) {
+        self.issues.push(GlobalsIssue {
+            key: key.to_owned(),
+            subpath,
+            message,
+            help,
+        });
+    }
+
+    fn string(&mut self, key: &str) -> String {
+        match self.vars.get(key) {
+            Some(Value::String(s)) => s.clone(),
+            // Ansible turns numbers into strings in templates; `openstack_release: 2025.1`
+            // is a float in YAML but means the string "2025.1".
+            Some(Value::Number(n)) => n.to_string(),
+            Some(other) => {
+                let got = describe(other);
+                self.issue(
+                    key,
+                    None,
+                    format!("expected a string, found {got}"),
+                    format!("write `{key}` as a quoted string, e.g. `{key}: \"value\"`"),
+                );
+                String::new()
+            }
+            None => String::new(),
+        }
+    }
+
+    fn opt_string(&mut self, key: &str) -> Option<String> {
+        match self.vars.get(key) {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(self.string(key)).filter(|s| !s.is_empty()),
+        }
+    }
+
+    fn one_of(&mut self, key: &str, allowed: &[&str]) -> String {
+        let v = self.string(key);
+        if self.vars.get(key).is_some_and(Value::is_string) && !allowed.contains(&v.as_str()) {
+            self.issue(
+                key,
+                None,
+                format!("`{v}` is not a supported value"),
+                format!("use one of: {}", allowed.join(", ")),
+            );
+        }
+        v
+    }
+
+    fn bool(&mut self, key: &str) -> Option<bool> {
+        let v = self.vars.get(key)?;
+        match parse_bool(v) {
+            Some(b) => Some(b),
+            None => {
+                let got = match v {
+                    Value::String(s) => format!("the string `{s}`"),
+                    other => describe(other).to_owned(),
+                };
+                self.issue(
+                    key,
+                    None,
+                    format!("expected a boolean, found {got}"),
+                    format!("write `{key}: \"yes\"` or `{key}: \"no\"`"),
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Globals {
+    /// Merges `user` over the defaults, derives dependent defaults and types every variable
+    /// kstack interprets. Returns every problem found.
+    pub fn from_vars(user: &BTreeMap<String, Value>) -> Result<Globals, Vec<GlobalsIssue>> {
+        let mut vars = defaults();
+        for (k, v) in user {
+            // `key:` with nothing after it means "not set" in kolla-ansible's template.
+            if v.is_null() && vars.contains_key(k) {
+                continue;
+            }
+            vars.insert(k.clone(), v.clone());
+        }
+        let mut t = Typer {
+            vars: &vars,
+            issues: Vec::new(),
+        };
+
+        let openstack_release = t.string("openstack_release");
+        let kolla_base_distro = t.one_of("kolla_base_distro", DISTROS);
+        let kolla_base_distro_version = match t.opt_string("kolla_base_distro_version") {
+            Some(v) => v,
+            None => default_distro_version(&kolla_base_distro)
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        let openstack_tag_suffix = t.string("openstack_tag_suffix");
+        let openstack_tag = t.opt_string("openstack_tag").unwrap_or_else(|| {
+            format!(
+                "{openstack_release}-{kolla_base_distro}-{kolla_base_distro_version}{openstack_tag_suffix}"
+            )
+        });
+        let docker_registry = t.string("docker_registry");
+        let docker_namespace = t.string("docker_namespace");
+        let docker_image_name_prefix = t.string("docker_image_name_prefix");
+        let network_interface = t.string("network_interface");
+        let neutron_external_interface = t.string("neutron_external_interface");
+        let openstack_region_name = t.string("openstack_region_name");
+        let keystone_admin_user = t.string("keystone_admin_user");
+        let keystone_admin_project = t.string("keystone_admin_project");
+        let config_strategy = t.one_of("config_strategy", CONFIG_STRATEGIES);
+        let kolla_internal_vip_address = t.opt_string("kolla_internal_vip_address");
+        let kubernetes_namespace = t.string("kubernetes_namespace");
+        let role_label_prefix = t.string("kstack_role_label_prefix");
+        let storage_class = t.opt_string("kstack_storage_class");
+
+        // Derivation as in kolla-ansible group_vars/all.yml.
+        let core = t.bool("enable_openstack_core").unwrap_or(true);
+        let mut enabled = BTreeMap::new();
+        for (svc, default) in SERVICE_FLAGS {
+            let key = format!("enable_{svc}");
+            let value = match t.bool(&key) {
+                Some(b) => b,
+                None if vars.get(&key).is_some_and(|v| !v.is_null()) => false,
+                None => match default {
+                    Some(b) => *b,
+                    None => match *svc {
+                        "placement" => *enabled.get("nova").unwrap_or(&core),
+                        "openvswitch" => *enabled.get("neutron").unwrap_or(&core),
+                        _ => core,
+                    },
+                },
+            };
+            enabled.insert((*svc).to_owned(), value);
+        }
+
+        let mut replicas = BTreeMap::new();
+        match vars.get("kstack_replicas") {
+            Some(Value::Object(m)) => {
+                for (svc, v) in m {
+                    match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                        Some(n) => {
+                            replicas.insert(svc.clone(), n);
+                        }
+                        None => t.issue(
+                            "kstack_replicas",
+                            Some(svc.clone()),
+                            format!("expected a whole number of replicas, found {}", describe(v)),
+                            format!("write e.g. `{svc}: 3` under `kstack_replicas`"),
+                        ),
+                    }
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(other) => t.issue(
+                "kstack_replicas",
+                None,
+                format!(
+                    "expected a mapping of service to replicas, found {}",
+                    describe(other)
+                ),
+                "write e.g. `kstack_replicas: {keystone: 3, nova: 2}`".into(),
+            ),
+        }
+
+        let mut resources = BTreeMap::new();
+        match vars.get("kstack_resources") {
+            Some(Value::Object(m)) => {
+                for (svc, v) in m {
+                    let Value::Object(r) = v else {
+                        t.issue(
+                            "kstack_resources",
+                            Some(svc.clone()),
+                            format!("expected a mapping with `cpu` and `memory`, found {}", describe(v)),
+                            format!("write e.g. `{svc}: {{cpu: 500m, memory: 1Gi}}` under `kstack_resources`"),
+                        );
+                        continue;
+                    };
+                    let mut res = Resources::default();
+                    for (field, value) in r {
+                        let q = match value {
+                            Value::String(s) => Some(s.clone()),
+                            Value::Number(n) => Some(n.to_string()),
+                            _ => None,
+                        };
+                        let slot = match field.as_str() {
+                            "cpu" => &mut res.cpu,
+                            "memory" => &mut res.memory,
+                            _ => {
+                                t.issue(
+                                    "kstack_resources",
+                                    Some(format!("{svc}.{field}")),
+                                    format!("unknown resource `{field}`"),
+                                    "only `cpu` and `memory` can be requested".into(),
+                                );
+                                continue;
+                            }
+                        };
+                        match q {
+                            Some(q) => *slot = Some(q),
+                            None => t.issue(
+                                "kstack_resources",
+                                Some(format!("{svc}.{field}")),
+                                format!(
+                                    "expected a Kubernetes quantity, found {}",
+                                    describe(value)
+                                ),
+                                "write a quantity such as `500m` or `1Gi`".into(),
+                            ),
+                        }
+                    }
+                    resources.insert(svc.clone(), res);
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(other) => t.issue(
+                "kstack_resources",
+                None,
+                format!(
+                    "expected a mapping of service to requests, found {}",
+                    describe(other)
+                ),
+                "write e.g. `kstack_resources: {nova: {cpu: 500m, memory: 1Gi}}`".into(),
+            ),
+        }
+
+        let issues = std::mem::take(&mut t.issues);
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+
+        // Publish derived values so templates see the same values kstack acts on.
+        vars.insert(
+            "kolla_base_distro_version".into(),
+            Value::String(kolla_base_distro_version.clone()),
+        );
+        vars.insert("openstack_tag".into(), Value::String(openstack_tag.clone()));
+        for (svc, on) in &enabled {
+            vars.insert(format!("enable_{svc}"), Value::Bool(*on));
+        }
+
+        Ok(Globals {
+            openstack_release,
+            kolla_base_distro,
+            kolla_base_distro_version,
+            openstack_tag_suffix,
+            openstack_tag,
+            docker_registry,
+            docker_namespace,
+            docker_image_name_prefix,
+            network_interface,
+            neutron_external_interface,
+            openstack_region_name,
+            keystone_admin_user,
+            keystone_admin_project,
+            config_strategy,
+            kolla_internal_vip_address,
+            enabled,
+            kubernetes_namespace,
+            replicas,
+            role_label_prefix,
+            storage_class,
+            resources,
+            vars,
+        })
+    }
+
+    /// Whether `enable_<service>` is on. Unknown services are off.
+    pub fn is_enabled(&self, service: &str) -> bool {
+        self.enabled.get(service).copied().unwrap_or(false)
+    }
+
+    /// Replicas for a service (1 unless set in `kstack_replicas`).
+    pub fn replicas_for(&self, service: &str) -> u32 {
+        self.replicas.get(service).copied().unwrap_or(1)
+    }
+
+    /// The node label selecting a role, e.g. `("kstack.io/role-control", "true")`.
+    pub fn role_label(&self, role: &str) -> (String, String) {
+        (
+            format!("{}{role}", self.role_label_prefix),
+            "true".to_owned(),
+        )
+    }
+
+    /// The image tag for a service: `<service>_tag` if set, else `openstack_tag`.
+    pub fn tag_for(&self, service: &str) -> String {
+        match self.vars.get(&format!("{service}_tag")) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => self.openstack_tag.clone(),
+        }
+    }
+
+    /// The image reference `[registry/]namespace/prefix<image>:<tag>` for an image of a service,
+    /// e.g. `image_ref("nova", "nova-api")`.
+    pub fn image_ref(&self, service: &str, image: &str) -> String {
+        let registry = if self.docker_registry.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.docker_registry)
+        };
+        format!(
+            "{registry}{}/{}{image}:{}",
+            self.docker_namespace,
+            self.docker_image_name_prefix,
+            self.tag_for(service)
+        )
+    }
+}
+
+impl Default for Globals {
+    fn default() -> Self {
+        // The defaults are well-typed by construction (tested below).
+        Globals::from_vars(&BTreeMap::new()).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(v: Value) -> BTreeMap<String, Value> {
+        v.as_object().unwrap().clone().into_iter().collect()
+    }
+
+    #[test]
+    fn defaults_match_kolla_ansible_2025_1() {
+        let g = Globals::from_vars(&BTreeMap::new()).unwrap();
+        assert_eq!(g.openstack_tag, "2025.1-rocky-9");
+        assert_eq!(
+            g.image_ref("nova", "nova-api"),
+            "quay.io/openstack.kolla/nova-api:2025.1-rocky-9"
+        );
+        assert!(g.is_enabled("nova") && g.is_enabled("placement") && g.is_enabled("openvswitch"));
+        assert!(!g.is_enabled("cinder"));
+        assert_eq!(
+            g.role_label("control"),
+            ("kstack.io/role-control".into(), "true".into())
+        );
+        assert_eq!(g.kubernetes_namespace, "openstack");
+        assert_eq!(g.vars["openstack_tag"], json!("2025.1-rocky-9"));
+    }
+
+    #[test]
+    fn distro_version_is_derived_and_tag_overrides_apply() {
+        let g = Globals::from_vars(&vars(json!({
+            "kolla_base_distro": "ubuntu",
+            "openstack_tag_suffix": "-aarch64",
+            "docker_registry": "",
+            "docker_image_name_prefix": "my-",
+            "keystone_tag": "2025.1-ubuntu-noble-patched",
+        })))
+        .unwrap();
+        assert_eq!(g.kolla_base_distro_version, "noble");
+        assert_eq!(
+            g.image_ref("nova", "nova-api"),
+            "openstack.kolla/my-nova-api:2025.1-ubuntu-noble-aarch64"
+        );
+        assert_eq!(
+            g.image_ref("keystone", "keystone"),
+            "openstack.kolla/my-keystone:2025.1-ubuntu-noble-patched"
+        );
+    }
+
+    #[test]
+    fn ansible_booleans_and_derived_flags() {
+        let g = Globals::from_vars(&vars(json!({
+            "enable_openstack_core": "no",
+            "enable_nova": "yes",
+            "enable_cinder": true,
+        })))
+        .unwrap();
+        assert!(g.is_enabled("nova") && g.is_enabled("placement") && g.is_enabled("cinder"));
+        assert!(
+            !g.is_enabled("neutron") && !g.is_enabled("openvswitch") && !g.is_enabled("keystone")
+        );
+    }
+
+    #[test]
+    fn reports_every_wrong_type() {
+        let issues = Globals::from_vars(&vars(json!({
+            "enable_nova": "maybe",
+            "openstack_release": [1],
+            "kolla_base_distro": "gentoo",
+            "kstack_replicas": {"nova": "three"},
+        })))
+        .unwrap_err();
+        let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "openstack_release",
+                "kolla_base_distro",
+                "enable_nova",
+                "kstack_replicas"
+            ]
+        );
+        assert!(issues[2].message.contains("maybe"));
+    }
+}
