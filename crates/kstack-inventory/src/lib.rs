@@ -1,1 +1,110 @@
 //! The host inventory service: hosts and labels over REST, synced to Kubernetes nodes.
+//!
+//! Implements the StarlingX host-label design (seed 003): a `labels` table with
+//! `created_at, updated_at, deleted_at, id, uuid, host_id, label_key, label_value`,
+//! `POST /v1/labels/{host_uuid}`, `GET /v1/ihosts/{host_uuid}/labels`, `DELETE /v1/labels/{uuid}`.
+//!
+//! Code map: [`validate`] (pure syntax rules), [`store`] (SQL, one transaction per write),
+//! [`api`] (HTTP, auth, OpenAPI), [`sync`] (the `NodeSync` trait the Kubernetes crate implements).
+//! Architecture invariant: this crate never talks to Kubernetes itself.
+
+pub mod api;
+pub mod error;
+pub mod model;
+pub mod store;
+pub mod sync;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use api::{ApiDoc, AppState, Role, router};
+pub use error::{Error, ErrorBody};
+pub use store::Store;
+pub use sync::{NodeSync, RecordingSync, SyncCall};
+
+/// How to run the service.
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// `postgres://...`, `sqlite:...` or a SQLite file path (created if missing).
+    pub database_url: String,
+    /// Bearer token -> role.
+    pub tokens: BTreeMap<String, Role>,
+    /// How often to re-apply all labels and lock states to the nodes.
+    pub audit_interval: Duration,
+    /// Where committed changes go.
+    pub sync: Arc<dyn NodeSync>,
+}
+
+/// Builds the state: opens the database and runs migrations.
+pub async fn state(
+    database_url: &str,
+    tokens: BTreeMap<String, Role>,
+    sync: Arc<dyn NodeSync>,
+) -> Result<AppState, Error> {
+    Ok(AppState {
+        store: Store::connect(database_url).await?,
+        sync,
+        tokens: Arc::new(tokens),
+    })
+}
+
+/// Re-applies every host's labels and lock state through NodeSync, repairing drift.
+/// Returns how many hosts were synced without error; the first error is returned
+/// only after every host was tried.
+pub async fn audit_once(state: &AppState) -> Result<usize, Error> {
+    let hosts = state.store.list_hosts().await?;
+    let mut ok = 0;
+    let mut first_err = None;
+    for host in &hosts {
+        let ls = state.store.label_state(host.id).await?;
+        let r1 = state
+            .sync
+            .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
+            .await;
+        let r2 = state.sync.set_locked(&host.hostname, host.locked()).await;
+        match r1.and(r2) {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                tracing::warn!(host = %host.hostname, error = %e, "audit sync failed");
+                first_err.get_or_insert(Error::Sync(format!("{}: {e}", host.hostname)));
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(ok),
+    }
+}
+
+/// Runs the service until the listener fails; audits on `audit_interval`.
+pub async fn serve(config: ServeConfig) -> Result<(), Error> {
+    if config.tokens.is_empty() {
+        return Err(Error::Config("no API tokens configured".to_string()));
+    }
+    if config.audit_interval.is_zero() {
+        return Err(Error::Config("audit interval must be positive".to_string()));
+    }
+    let state = state(&config.database_url, config.tokens, config.sync).await?;
+    let audit_state = state.clone();
+    let interval = config.audit_interval;
+    let audit = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = audit_once(&audit_state).await {
+                tracing::warn!(error = %e, "audit failed");
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    tracing::info!(addr = %config.listen, "inventory listening");
+    let result = axum::serve(listener, router(state)).await;
+    audit.abort();
+    Ok(result?)
+}

@@ -1,0 +1,415 @@
+//! HTTP layer: routes, bearer-token auth, JSON extractors with JSON errors, OpenAPI.
+//!
+//! Handlers validate, call the store (one transaction), then tell NodeSync.
+//! A NodeSync failure after commit is logged, not returned: the write stands and
+//! the periodic audit repairs the node.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use utoipa::OpenApi;
+
+use crate::error::{Error, ErrorBody};
+use crate::model::{Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList};
+use crate::store::{HostRow, Store};
+use crate::sync::NodeSync;
+use crate::validate;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read and write.
+    Admin,
+    /// Read only.
+    Reader,
+}
+
+/// Shared state of the service.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub sync: Arc<dyn NodeSync>,
+    /// token -> role
+    pub tokens: Arc<BTreeMap<String, Role>>,
+}
+
+/// JSON body extractor whose rejections are JSON errors (400, or 413 when too large).
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(json_rejection(rej)),
+        }
+    }
+}
+
+fn json_rejection(rej: JsonRejection) -> Error {
+    if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Error::PayloadTooLarge(MAX_BODY_BYTES)
+    } else {
+        Error::BadRequest(format!("invalid request body: {}", rej.body_text()))
+    }
+}
+
+/// Query of `POST /v1/labels/{host_uuid}`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+pub struct OverwriteQuery {
+    /// Replace the value of labels that already exist instead of failing with 409.
+    #[serde(default)]
+    pub overwrite: Option<bool>,
+}
+
+/// Query extractor with JSON errors.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| Error::BadRequest(format!("invalid query: {}", e.body_text())))
+    }
+}
+
+/// A UUID path segment; anything that is not a UUID cannot name a resource.
+pub struct UuidPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for UuidPath {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Error::BadRequest(format!("invalid path: {}", e.body_text())))?;
+        uuid::Uuid::parse_str(&raw)
+            .map(|u| UuidPath(u.hyphenated().to_string()))
+            .map_err(|_| Error::NotFound(format!("{raw:?} is not a UUID; no such resource")))
+    }
+}
+
+async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/openapi.json" {
+        return next.run(req).await;
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(role) = token.and_then(|t| state.tokens.get(t)).copied() else {
+        return Error::Unauthorized.into_response();
+    };
+    let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !read && role != Role::Admin {
+        return Error::Forbidden.into_response();
+    }
+    next.run(req).await
+}
+
+fn check_hostname(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|p| {
+            !p.is_empty()
+                && p.len() <= 63
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !p.starts_with('-')
+                && !p.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "hostname {name:?} is not a valid node name (lowercase letters, digits, '-' and '.', \
+             at most 253 characters)"
+        )))
+    }
+}
+
+async fn sync_labels(state: &AppState, host: &HostRow) {
+    match state.store.label_state(host.id).await {
+        Ok(ls) => {
+            if let Err(e) = state
+                .sync
+                .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
+                .await
+            {
+                tracing::warn!(host = %host.hostname, error = %e, "label sync failed; audit will retry");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(host = %host.hostname, error = %e, "reading labels for sync failed")
+        }
+    }
+}
+
+async fn sync_locked(state: &AppState, host: &HostRow) {
+    if let Err(e) = state.sync.set_locked(&host.hostname, host.locked()).await {
+        tracing::warn!(host = %host.hostname, error = %e, "lock sync failed; audit will retry");
+    }
+}
+
+/// List hosts.
+#[utoipa::path(get, path = "/v1/ihosts", tag = "hosts",
+    responses((status = 200, body = HostList), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn list_hosts(State(state): State<AppState>) -> Result<Json<HostList>, Error> {
+    let rows = state.store.list_hosts().await?;
+    let ihosts = rows.iter().map(HostRow::to_api).collect::<Result<_, _>>()?;
+    Ok(Json(HostList { ihosts }))
+}
+
+/// Create a host.
+#[utoipa::path(post, path = "/v1/ihosts", tag = "hosts", request_body = HostCreate,
+    responses((status = 201, body = Host), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn create_host(
+    State(state): State<AppState>,
+    ApiJson(new): ApiJson<HostCreate>,
+) -> Result<(StatusCode, Json<Host>), Error> {
+    check_hostname(&new.hostname)?;
+    let row = state.store.create_host(&new).await?;
+    sync_locked(&state, &row).await;
+    Ok((StatusCode::CREATED, Json(row.to_api()?)))
+}
+
+/// Show a host.
+#[utoipa::path(get, path = "/v1/ihosts/{uuid}", tag = "hosts",
+    params(("uuid" = String, Path, description = "host UUID")),
+    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn get_host(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+) -> Result<Json<Host>, Error> {
+    Ok(Json(state.store.get_host(&uuid).await?.to_api()?))
+}
+
+/// Change a host's hostname, personality, administrative or operational state.
+#[utoipa::path(patch, path = "/v1/ihosts/{uuid}", tag = "hosts", request_body = HostPatch,
+    params(("uuid" = String, Path, description = "host UUID")),
+    responses((status = 200, body = Host), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn patch_host(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+    ApiJson(patch): ApiJson<HostPatch>,
+) -> Result<Json<Host>, Error> {
+    if let Some(name) = &patch.hostname {
+        check_hostname(name)?;
+    }
+    update_and_sync(&state, &uuid, &patch).await
+}
+
+async fn update_and_sync(
+    state: &AppState,
+    uuid: &str,
+    patch: &HostPatch,
+) -> Result<Json<Host>, Error> {
+    let (before, after) = state.store.update_host(uuid, patch).await?;
+    if before.hostname != after.hostname {
+        // The node under the old name is not ours any more; the new one gets everything.
+        if let Err(e) = state.sync.delete_node(&before.hostname).await {
+            tracing::warn!(host = %before.hostname, error = %e, "node delete after rename failed");
+        }
+        sync_locked(state, &after).await;
+        sync_labels(state, &after).await;
+    } else if before.administrative != after.administrative {
+        sync_locked(state, &after).await;
+    }
+    Ok(Json(after.to_api()?))
+}
+
+/// Delete a host and its labels; the Kubernetes node is deleted too.
+#[utoipa::path(delete, path = "/v1/ihosts/{uuid}", tag = "hosts",
+    params(("uuid" = String, Path, description = "host UUID")),
+    responses((status = 204), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn delete_host(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+) -> Result<StatusCode, Error> {
+    let host = state.store.delete_host(&uuid).await?;
+    if let Err(e) = state.sync.delete_node(&host.hostname).await {
+        tracing::warn!(host = %host.hostname, error = %e, "node delete failed");
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Lock a host.
+#[utoipa::path(post, path = "/v1/ihosts/{uuid}/lock", tag = "hosts",
+    params(("uuid" = String, Path, description = "host UUID")),
+    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn lock_host(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+) -> Result<Json<Host>, Error> {
+    let patch = HostPatch {
+        administrative: Some(Administrative::Locked),
+        ..HostPatch::default()
+    };
+    update_and_sync(&state, &uuid, &patch).await
+}
+
+/// Unlock a host.
+#[utoipa::path(post, path = "/v1/ihosts/{uuid}/unlock", tag = "hosts",
+    params(("uuid" = String, Path, description = "host UUID")),
+    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn unlock_host(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+) -> Result<Json<Host>, Error> {
+    let patch = HostPatch {
+        administrative: Some(Administrative::Unlocked),
+        ..HostPatch::default()
+    };
+    update_and_sync(&state, &uuid, &patch).await
+}
+
+/// Assign labels (a JSON object of key to value) to a host, all or none.
+#[utoipa::path(post, path = "/v1/labels/{host_uuid}", tag = "labels",
+    request_body(content = BTreeMap<String, String>, description = "label key -> value"),
+    params(("host_uuid" = String, Path, description = "host UUID"), OverwriteQuery),
+    responses((status = 200, body = LabelList), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn assign_labels(
+    State(state): State<AppState>,
+    UuidPath(host_uuid): UuidPath,
+    ApiQuery(q): ApiQuery<OverwriteQuery>,
+    ApiJson(labels): ApiJson<BTreeMap<String, String>>,
+) -> Result<Json<LabelList>, Error> {
+    if labels.is_empty() {
+        return Err(Error::BadRequest("no labels given".to_string()));
+    }
+    let mut problems = Vec::new();
+    for (k, v) in &labels {
+        if let Err(e) = validate::check_label_key(k) {
+            problems.push(e);
+        }
+        if let Err(e) = validate::check_label_value(v) {
+            problems.push(format!("{e} (key {k:?})"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::BadRequest(problems.join("; ")));
+    }
+    let (host, labels) = state
+        .store
+        .assign_labels(&host_uuid, &labels, q.overwrite.unwrap_or(false))
+        .await?;
+    sync_labels(&state, &host).await;
+    Ok(Json(LabelList { labels }))
+}
+
+/// List a host's labels.
+#[utoipa::path(get, path = "/v1/ihosts/{host_uuid}/labels", tag = "labels",
+    params(("host_uuid" = String, Path, description = "host UUID")),
+    responses((status = 200, body = LabelList), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn list_labels(
+    State(state): State<AppState>,
+    UuidPath(host_uuid): UuidPath,
+) -> Result<Json<LabelList>, Error> {
+    Ok(Json(LabelList {
+        labels: state.store.list_labels(&host_uuid).await?,
+    }))
+}
+
+/// Remove a label (soft delete).
+#[utoipa::path(delete, path = "/v1/labels/{uuid}", tag = "labels",
+    params(("uuid" = String, Path, description = "label UUID")),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn delete_label(
+    State(state): State<AppState>,
+    UuidPath(uuid): UuidPath,
+) -> Result<StatusCode, Error> {
+    let (host, _label) = state.store.delete_label(&uuid).await?;
+    sync_labels(&state, &host).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI description of the REST API.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "kstack inventory", description = "Hosts and labels, synced to Kubernetes nodes."),
+    paths(list_hosts, create_host, get_host, patch_host, delete_host, lock_host, unlock_host,
+          assign_labels, list_labels, delete_label),
+    components(schemas(Host, HostCreate, HostPatch, HostList, Label, LabelList, ErrorBody,
+        crate::model::Personality, Administrative, crate::model::Operational)),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+async fn not_found() -> Error {
+    Error::NotFound("no such route".to_string())
+}
+
+/// The service's routes, with auth and the body limit.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/openapi.json", get(openapi_json))
+        .route("/v1/ihosts", get(list_hosts).post(create_host))
+        .route(
+            "/v1/ihosts/{uuid}",
+            get(get_host).patch(patch_host).delete(delete_host),
+        )
+        .route("/v1/ihosts/{uuid}/lock", post(lock_host))
+        .route("/v1/ihosts/{uuid}/unlock", post(unlock_host))
+        .route("/v1/ihosts/{uuid}/labels", get(list_labels))
+        .route(
+            "/v1/labels/{uuid}",
+            post(assign_labels).delete(delete_label),
+        )
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
+        .with_state(state)
+}

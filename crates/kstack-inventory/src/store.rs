@@ -1,0 +1,507 @@
+//! Storage: the same SQL against SQLite (default, a file) or PostgreSQL (by URL).
+//!
+//! Every write runs in one transaction, and writes are serialized in-process by a mutex,
+//! so SQLite never sees two writers and a bad batch leaves nothing behind.
+//! Architecture invariant: no HTTP and no NodeSync here; the API layer calls them after commit.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::error::Error;
+use crate::model::{Administrative, Host, HostCreate, HostPatch, Label, Operational, Personality};
+use crate::validate;
+
+/// A stored host with its internal id.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HostRow {
+    pub id: i64,
+    pub uuid: String,
+    pub hostname: String,
+    pub personality: String,
+    pub administrative: String,
+    pub operational: String,
+    pub created_at: String,
+    pub updated_at: Option<String>,
+}
+
+impl HostRow {
+    /// True when the host is administratively locked.
+    pub fn locked(&self) -> bool {
+        self.administrative == Administrative::Locked.as_str()
+    }
+
+    /// The API view. Stored values are constrained by CHECKs, so parsing only fails
+    /// if someone edited the database by hand; that is reported, not panicked on.
+    pub fn to_api(&self) -> Result<Host, Error> {
+        let bad = |what: &str, v: &str| {
+            Error::Config(format!("host {} has invalid {what} {v:?}", self.uuid))
+        };
+        Ok(Host {
+            uuid: self.uuid.clone(),
+            hostname: self.hostname.clone(),
+            personality: Personality::parse(&self.personality)
+                .ok_or_else(|| bad("personality", &self.personality))?,
+            administrative: Administrative::parse(&self.administrative)
+                .ok_or_else(|| bad("administrative", &self.administrative))?,
+            operational: Operational::parse(&self.operational)
+                .ok_or_else(|| bad("operational", &self.operational))?,
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+struct LabelRow {
+    uuid: String,
+    host_uuid: String,
+    label_key: String,
+    label_value: String,
+}
+
+impl From<LabelRow> for Label {
+    fn from(r: LabelRow) -> Self {
+        Label {
+            uuid: r.uuid,
+            host_uuid: r.host_uuid,
+            label_key: r.label_key,
+            label_value: r.label_value,
+        }
+    }
+}
+
+/// Labels of one host as NodeSync wants them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelState {
+    /// Live labels.
+    pub labels: BTreeMap<String, String>,
+    /// Every key this service ever set on the host (live or soft-deleted), sorted.
+    pub managed_keys: Vec<String>,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+fn role_lock_error(host: &HostRow, key: &str, action: &str) -> Error {
+    Error::Conflict(format!(
+        "cannot {action} label {key:?} on host {:?} while it is unlocked: \
+         this label moves OpenStack roles; lock the host first \
+         (POST /v1/ihosts/{}/lock), then retry",
+        host.hostname, host.uuid
+    ))
+}
+
+const LABEL_SELECT: &str = "SELECT l.uuid AS uuid, h.uuid AS host_uuid, l.label_key AS label_key, \
+     l.label_value AS label_value FROM labels l JOIN hosts h ON h.id = l.host_id";
+
+/// The SQL is identical for both backends (`$n` placeholders work in SQLite too),
+/// so each backend gets the same functions, generated from one body.
+macro_rules! backend_ops {
+    ($module:ident, $db:ty) => {
+        mod $module {
+            use super::*;
+            type Pool = sqlx::Pool<$db>;
+            type Tx = sqlx::Transaction<'static, $db>;
+
+            async fn host_by_uuid(tx: &mut Tx, uuid: &str) -> Result<HostRow, Error> {
+                sqlx::query_as::<_, HostRow>("SELECT * FROM hosts WHERE uuid = $1")
+                    .bind(uuid)
+                    .fetch_optional(&mut **tx)
+                    .await?
+                    .ok_or_else(|| Error::NotFound(format!("host {uuid} not found")))
+            }
+
+            pub async fn get_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
+                let mut tx = pool.begin().await?;
+                let h = host_by_uuid(&mut tx, uuid).await?;
+                tx.commit().await?;
+                Ok(h)
+            }
+
+            pub async fn list_hosts(pool: &Pool) -> Result<Vec<HostRow>, Error> {
+                Ok(sqlx::query_as::<_, HostRow>("SELECT * FROM hosts ORDER BY hostname")
+                    .fetch_all(pool)
+                    .await?)
+            }
+
+            pub async fn create_host(pool: &Pool, new: &HostCreate) -> Result<HostRow, Error> {
+                let mut tx = pool.begin().await?;
+                let taken: Option<String> =
+                    sqlx::query_scalar("SELECT uuid FROM hosts WHERE hostname = $1")
+                        .bind(&new.hostname)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if let Some(uuid) = taken {
+                    return Err(Error::Conflict(format!(
+                        "hostname {:?} is already used by host {uuid}",
+                        new.hostname
+                    )));
+                }
+                let uuid = uuid::Uuid::new_v4().to_string();
+                sqlx::query(
+                    "INSERT INTO hosts (uuid, hostname, personality, administrative, operational, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&uuid)
+                .bind(&new.hostname)
+                .bind(new.personality.as_str())
+                .bind(new.administrative.unwrap_or(Administrative::Locked).as_str())
+                .bind(new.operational.unwrap_or(Operational::Disabled).as_str())
+                .bind(now())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        Error::Conflict(format!("hostname {:?} is already used", new.hostname))
+                    } else {
+                        e.into()
+                    }
+                })?;
+                let row = host_by_uuid(&mut tx, &uuid).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+
+            pub async fn update_host(
+                pool: &Pool,
+                uuid: &str,
+                patch: &HostPatch,
+            ) -> Result<(HostRow, HostRow), Error> {
+                let mut tx = pool.begin().await?;
+                let before = host_by_uuid(&mut tx, uuid).await?;
+                if let Some(name) = &patch.hostname {
+                    let taken: Option<String> = sqlx::query_scalar(
+                        "SELECT uuid FROM hosts WHERE hostname = $1 AND uuid <> $2",
+                    )
+                    .bind(name)
+                    .bind(uuid)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(other) = taken {
+                        return Err(Error::Conflict(format!(
+                            "hostname {name:?} is already used by host {other}"
+                        )));
+                    }
+                }
+                sqlx::query(
+                    "UPDATE hosts SET hostname = $1, personality = $2, administrative = $3, \
+                     operational = $4, updated_at = $5 WHERE id = $6",
+                )
+                .bind(patch.hostname.as_deref().unwrap_or(&before.hostname))
+                .bind(patch.personality.map_or(before.personality.as_str(), |p| p.as_str()))
+                .bind(patch.administrative.map_or(before.administrative.as_str(), |p| p.as_str()))
+                .bind(patch.operational.map_or(before.operational.as_str(), |p| p.as_str()))
+                .bind(now())
+                .bind(before.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        Error::Conflict("hostname is already used".to_string())
+                    } else {
+                        e.into()
+                    }
+                })?;
+                let after = host_by_uuid(&mut tx, uuid).await?;
+                tx.commit().await?;
+                Ok((before, after))
+            }
+
+            pub async fn delete_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
+                let mut tx = pool.begin().await?;
+                let host = host_by_uuid(&mut tx, uuid).await?;
+                sqlx::query("DELETE FROM labels WHERE host_id = $1")
+                    .bind(host.id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM hosts WHERE id = $1")
+                    .bind(host.id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(host)
+            }
+
+            pub async fn assign_labels(
+                pool: &Pool,
+                host_uuid: &str,
+                labels: &BTreeMap<String, String>,
+                overwrite: bool,
+            ) -> Result<(HostRow, Vec<Label>), Error> {
+                let mut tx = pool.begin().await?;
+                let host = host_by_uuid(&mut tx, host_uuid).await?;
+                if !host.locked() {
+                    if let Some(key) = labels.keys().find(|k| validate::is_role_label(k)) {
+                        return Err(role_lock_error(&host, key, "assign"));
+                    }
+                }
+                let mut out = Vec::with_capacity(labels.len());
+                let mut duplicates = Vec::new();
+                for (key, value) in labels {
+                    let existing: Option<String> = sqlx::query_scalar(
+                        "SELECT uuid FROM labels WHERE host_id = $1 AND label_key = $2 \
+                         AND deleted_at IS NULL",
+                    )
+                    .bind(host.id)
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let uuid = match existing {
+                        Some(_) if !overwrite => {
+                            duplicates.push(key.clone());
+                            continue;
+                        }
+                        Some(uuid) => {
+                            sqlx::query(
+                                "UPDATE labels SET label_value = $1, updated_at = $2 WHERE uuid = $3",
+                            )
+                            .bind(value)
+                            .bind(now())
+                            .bind(&uuid)
+                            .execute(&mut *tx)
+                            .await?;
+                            uuid
+                        }
+                        None => {
+                            let uuid = uuid::Uuid::new_v4().to_string();
+                            sqlx::query(
+                                "INSERT INTO labels (created_at, uuid, host_id, label_key, label_value) \
+                                 VALUES ($1, $2, $3, $4, $5)",
+                            )
+                            .bind(now())
+                            .bind(&uuid)
+                            .bind(host.id)
+                            .bind(key)
+                            .bind(value)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| {
+                                if is_unique_violation(&e) {
+                                    Error::Conflict(format!(
+                                        "label {key:?} was assigned concurrently; retry"
+                                    ))
+                                } else {
+                                    e.into()
+                                }
+                            })?;
+                            uuid
+                        }
+                    };
+                    out.push(Label {
+                        uuid,
+                        host_uuid: host.uuid.clone(),
+                        label_key: key.clone(),
+                        label_value: value.clone(),
+                    });
+                }
+                if !duplicates.is_empty() {
+                    return Err(Error::Conflict(format!(
+                        "host {:?} already has label(s) {}; use ?overwrite=true to replace",
+                        host.hostname,
+                        duplicates.join(", ")
+                    )));
+                }
+                tx.commit().await?;
+                Ok((host, out))
+            }
+
+            pub async fn list_labels(pool: &Pool, host_uuid: &str) -> Result<Vec<Label>, Error> {
+                let mut tx = pool.begin().await?;
+                let host = host_by_uuid(&mut tx, host_uuid).await?;
+                let rows = sqlx::query_as::<_, LabelRow>(&format!(
+                    "{LABEL_SELECT} WHERE l.host_id = $1 AND l.deleted_at IS NULL ORDER BY l.label_key"
+                ))
+                .bind(host.id)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(rows.into_iter().map(Label::from).collect())
+            }
+
+            pub async fn delete_label(pool: &Pool, uuid: &str) -> Result<(HostRow, Label), Error> {
+                let mut tx = pool.begin().await?;
+                let row = sqlx::query_as::<_, LabelRow>(&format!(
+                    "{LABEL_SELECT} WHERE l.uuid = $1 AND l.deleted_at IS NULL"
+                ))
+                .bind(uuid)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("label {uuid} not found")))?;
+                let host = host_by_uuid(&mut tx, &row.host_uuid).await?;
+                if !host.locked() && validate::is_role_label(&row.label_key) {
+                    return Err(role_lock_error(&host, &row.label_key, "remove"));
+                }
+                let ts = now();
+                sqlx::query("UPDATE labels SET deleted_at = $1, updated_at = $1 WHERE uuid = $2")
+                    .bind(&ts)
+                    .bind(uuid)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok((host, row.into()))
+            }
+
+            pub async fn label_state(pool: &Pool, host_id: i64) -> Result<LabelState, Error> {
+                let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+                    "SELECT label_key, label_value, deleted_at FROM labels WHERE host_id = $1 \
+                     ORDER BY label_key",
+                )
+                .bind(host_id)
+                .fetch_all(pool)
+                .await?;
+                let mut state = LabelState::default();
+                for (key, value, deleted_at) in rows {
+                    if deleted_at.is_none() {
+                        state.labels.insert(key.clone(), value);
+                    }
+                    if state.managed_keys.last() != Some(&key) {
+                        state.managed_keys.push(key);
+                    }
+                }
+                Ok(state)
+            }
+        }
+    };
+}
+
+backend_ops!(sqlite_ops, sqlx::Sqlite);
+backend_ops!(pg_ops, sqlx::Postgres);
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The inventory database. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backend,
+    writes: Arc<tokio::sync::Mutex<()>>,
+}
+
+macro_rules! dispatch {
+    ($self:ident . $f:ident ( $($arg:expr),* )) => {{
+        let _guard = $self.writes.lock().await;
+        match &$self.backend {
+            Backend::Sqlite(p) => sqlite_ops::$f(p $(, $arg)*).await,
+            Backend::Postgres(p) => pg_ops::$f(p $(, $arg)*).await,
+        }
+    }};
+    (read $self:ident . $f:ident ( $($arg:expr),* )) => {{
+        match &$self.backend {
+            Backend::Sqlite(p) => sqlite_ops::$f(p $(, $arg)*).await,
+            Backend::Postgres(p) => pg_ops::$f(p $(, $arg)*).await,
+        }
+    }};
+}
+
+impl Store {
+    /// Opens the database and runs the migrations.
+    ///
+    /// `url` is `postgres://...`/`postgresql://...`, `sqlite:...`, or a plain file path
+    /// (SQLite, created if missing).
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+            Backend::Postgres(pool)
+        } else {
+            let opts = if url.starts_with("sqlite:") {
+                SqliteConnectOptions::from_str(url)?
+            } else {
+                SqliteConnectOptions::new().filename(url)
+            };
+            let opts = opts
+                .create_if_missing(true)
+                .foreign_keys(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(opts)
+                .await?;
+            sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            Backend::Sqlite(pool)
+        };
+        Ok(Store {
+            backend,
+            writes: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    pub async fn get_host(&self, uuid: &str) -> Result<HostRow, Error> {
+        dispatch!(read self.get_host(uuid))
+    }
+
+    pub async fn list_hosts(&self) -> Result<Vec<HostRow>, Error> {
+        dispatch!(read self.list_hosts())
+    }
+
+    pub async fn create_host(&self, new: &HostCreate) -> Result<HostRow, Error> {
+        dispatch!(self.create_host(new))
+    }
+
+    /// Returns the host before and after the change.
+    pub async fn update_host(
+        &self,
+        uuid: &str,
+        patch: &HostPatch,
+    ) -> Result<(HostRow, HostRow), Error> {
+        dispatch!(self.update_host(uuid, patch))
+    }
+
+    pub async fn delete_host(&self, uuid: &str) -> Result<HostRow, Error> {
+        dispatch!(self.delete_host(uuid))
+    }
+
+    /// Assigns all labels or none. The caller validates syntax first.
+    pub async fn assign_labels(
+        &self,
+        host_uuid: &str,
+        labels: &BTreeMap<String, String>,
+        overwrite: bool,
+    ) -> Result<(HostRow, Vec<Label>), Error> {
+        dispatch!(self.assign_labels(host_uuid, labels, overwrite))
+    }
+
+    pub async fn list_labels(&self, host_uuid: &str) -> Result<Vec<Label>, Error> {
+        dispatch!(read self.list_labels(host_uuid))
+    }
+
+    /// Soft-deletes a label (sets `deleted_at`).
+    pub async fn delete_label(&self, uuid: &str) -> Result<(HostRow, Label), Error> {
+        dispatch!(self.delete_label(uuid))
+    }
+
+    pub async fn label_state(&self, host_id: i64) -> Result<LabelState, Error> {
+        dispatch!(read self.label_state(host_id))
+    }
+
+    /// Counts label rows including soft-deleted ones (for tests and diagnostics).
+    pub async fn count_label_rows(&self, include_deleted: bool) -> Result<i64, Error> {
+        let sql = if include_deleted {
+            "SELECT COUNT(*) FROM labels"
+        } else {
+            "SELECT COUNT(*) FROM labels WHERE deleted_at IS NULL"
+        };
+        Ok(match &self.backend {
+            Backend::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            Backend::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+        })
+    }
+}

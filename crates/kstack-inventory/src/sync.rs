@@ -1,0 +1,101 @@
+//! The `NodeSync` trait: how committed inventory changes reach Kubernetes nodes.
+//!
+//! The Kubernetes implementation lives in another crate; this crate only depends on the trait.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Pushes inventory state to the nodes. Called after a write has been committed,
+/// and by the periodic audit to repair drift, so implementations must be idempotent.
+#[async_trait::async_trait]
+pub trait NodeSync: Send + Sync + 'static {
+    /// Sets `labels` on the node. Keys in `managed_keys` that are not in `labels`
+    /// were removed from the inventory and must be removed from the node; other keys
+    /// on the node are not ours and must be left alone.
+    async fn apply_labels(
+        &self,
+        hostname: &str,
+        labels: &BTreeMap<String, String>,
+        managed_keys: &[String],
+    ) -> Result<(), String>;
+
+    /// Locks (cordons and taints) or unlocks the node.
+    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String>;
+
+    /// Deletes the node and what is bound to it.
+    async fn delete_node(&self, hostname: &str) -> Result<(), String>;
+}
+
+/// One call received by [`RecordingSync`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncCall {
+    ApplyLabels {
+        hostname: String,
+        labels: BTreeMap<String, String>,
+        managed_keys: Vec<String>,
+    },
+    SetLocked {
+        hostname: String,
+        locked: bool,
+    },
+    DeleteNode {
+        hostname: String,
+    },
+}
+
+/// A `NodeSync` that does nothing but remember the calls; for tests and dry runs.
+#[derive(Debug, Default)]
+pub struct RecordingSync {
+    calls: Mutex<Vec<SyncCall>>,
+}
+
+impl RecordingSync {
+    /// All calls so far, oldest first.
+    pub fn calls(&self) -> Vec<SyncCall> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Forgets the calls so far.
+    pub fn clear(&self) {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn push(&self, call: SyncCall) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(call);
+    }
+}
+
+#[async_trait::async_trait]
+impl NodeSync for RecordingSync {
+    async fn apply_labels(
+        &self,
+        hostname: &str,
+        labels: &BTreeMap<String, String>,
+        managed_keys: &[String],
+    ) -> Result<(), String> {
+        self.push(SyncCall::ApplyLabels {
+            hostname: hostname.to_string(),
+            labels: labels.clone(),
+            managed_keys: managed_keys.to_vec(),
+        });
+        Ok(())
+    }
+
+    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String> {
+        self.push(SyncCall::SetLocked {
+            hostname: hostname.to_string(),
+            locked,
+        });
+        Ok(())
+    }
+
+    async fn delete_node(&self, hostname: &str) -> Result<(), String> {
+        self.push(SyncCall::DeleteNode {
+            hostname: hostname.to_string(),
+        });
+        Ok(())
+    }
+}
