@@ -1,1 +1,59 @@
-//! End-to-end tests against the real local control plane (needs KSTACK_E2E_KUBECONFIG).
+//! Helpers for end-to-end tests against the real local control plane.
+//!
+//! Tests need `KSTACK_E2E_KUBECONFIG` (set by `.ci/run` to the kubeconfig `kstack dev up`
+//! printed). Without it they fail with a message saying so: a skipped end-to-end test must
+//! never look like a passed one.
+use std::time::Duration;
+
+use anyhow::Context;
+use kstack_k8s::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// A client for the cluster named by `KSTACK_E2E_KUBECONFIG`.
+pub async fn client() -> anyhow::Result<Client> {
+    let path = std::env::var("KSTACK_E2E_KUBECONFIG").context(
+        "KSTACK_E2E_KUBECONFIG is not set: start the local control plane with `kstack dev up` \
+         and export KSTACK_E2E_KUBECONFIG=$(kstack dev kubeconfig)",
+    )?;
+    let kubeconfig = Kubeconfig::read_from(&path).with_context(|| format!("reading {path}"))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// A namespace that exists for one test and is deleted when dropped.
+pub struct TempNamespace {
+    pub name: String,
+    client: Client,
+}
+
+impl TempNamespace {
+    pub async fn new(client: &Client, prefix: &str) -> anyhow::Result<Self> {
+        let api: Api<Namespace> = Api::all(client.clone());
+        let mut ns = Namespace::default();
+        ns.metadata.generate_name = Some(format!("{prefix}-"));
+        let created = api.create(&PostParams::default(), &ns).await?;
+        Ok(Self {
+            name: created.metadata.name.context("namespace without name")?,
+            client: client.clone(),
+        })
+    }
+}
+
+impl Drop for TempNamespace {
+    fn drop(&mut self) {
+        let client = self.client.clone();
+        let name = self.name.clone();
+        // Best effort: the cluster is torn down after the run anyway.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let api: Api<Namespace> = Api::all(client);
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            });
+        }
+    }
+}
+
+/// How long a test waits for a condition before failing.
+pub const WAIT: Duration = Duration::from_secs(60);

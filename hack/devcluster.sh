@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# The local Kubernetes control plane kstack is tested against and deploys onto:
+# real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1,
+# with nodes simulated by kwok (no container runtime needed).
+#
+#   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1]
+#   devcluster.sh down | status | kubeconfig
+#
+# State (PKI, kubeconfig, pids, logs) lives in $KSTACK_DEV_DIR (default ~/.cache/kstack/dev).
+# Ports: $KSTACK_DEV_PORT_BASE (default 16440): +0 apiserver, +1 etcd client, +2 etcd peer,
+# +3 controller-manager, +4 scheduler, +5 kwok.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev}
+BASE=${KSTACK_DEV_PORT_BASE:-16440}
+API=$BASE ETCD=$((BASE + 1)) PEER=$((BASE + 2)) KCM=$((BASE + 3)) SCHED=$((BASE + 4)) KWOKP=$((BASE + 5))
+KCFG=$DIR/kubeconfig
+COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+ROLE_PREFIX=${KSTACK_ROLE_LABEL_PREFIX:-kstack.io/role-}
+
+say() { echo "kstack dev: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+pid_of() { [ -f "$DIR/pids/$1" ] && cat "$DIR/pids/$1" || true; }
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+stop_all() {
+  local c p
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    p=$(pid_of "$c")
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill "$p" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$p" 2>/dev/null || true
+    fi
+    rm -f "$DIR/pids/$c"
+  done
+}
+
+start() { # start NAME BINARY ARGS...: runs in the background, logs to $DIR/logs/NAME.log
+  local name=$1; shift
+  "$@" >"$DIR/logs/$name.log" 2>&1 &
+  echo $! >"$DIR/pids/$name"
+}
+
+wait_for() { # wait_for WHAT SECONDS COMMAND...
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    for c in $COMPONENTS; do
+      if [ -f "$DIR/pids/$c" ] && ! alive "$c"; then
+        say "$c exited while waiting for $what; last lines of $DIR/logs/$c.log:"
+        tail -n 15 "$DIR/logs/$c.log" >&2 || true
+        stop_all; exit 1
+      fi
+    done
+    if [ $SECONDS -ge $deadline ]; then
+      say "timed out after ${secs}s waiting for $what (logs in $DIR/logs)"; stop_all; exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+pki() {
+  local P=$DIR/pki
+  [ -f "$P/admin.crt" ] && return 0
+  mkdir -p "$P"
+  (
+    cd "$P"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=kstack-dev-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out apiserver.crt \
+      -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE') 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=kstack-admin" 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out admin.crt \
+      -extfile <(printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE') 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ./*.csr
+  )
+}
+
+kubeconfig() {
+  local P=$DIR/pki
+  cat >"$KCFG" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: kstack-dev
+  cluster:
+    server: https://127.0.0.1:$API
+    certificate-authority-data: $(base64 -w0 "$P/ca.crt")
+users:
+- name: kstack-admin
+  user:
+    client-certificate-data: $(base64 -w0 "$P/admin.crt")
+    client-key-data: $(base64 -w0 "$P/admin.key")
+contexts:
+- name: kstack-dev
+  context: {cluster: kstack-dev, user: kstack-admin}
+current-context: kstack-dev
+KC
+  chmod 600 "$KCFG"
+}
+
+stages() { # kwok's fast stages, with per-pod delays read from labels, plus kstack's failure stages
+  local S
+  S=$(go env GOMODCACHE)/sigs.k8s.io/kwok@v${KSTACK_KWOK_VERSION:-0.8.0}/kustomize/stage
+  [ -d "$S" ] || die "kwok's stage files are missing from the Go module cache ($S): run hack/build-k8s.sh"
+  {
+    cat "$S/node/fast/node-initialize.yaml"; echo '---'
+    cat "$S/node/heartbeat/node-heartbeat.yaml"; echo '---'
+    # Readiness delay per pod: label kstack.io/dev-ready-delay (a duration such as 2s or 1500ms).
+    sed 's#^  next:#  delay:\n    durationMilliseconds: 0\n    durationFrom:\n      expressionFrom: '"'"'.metadata.labels["kstack.io/dev-ready-delay"]'"'"'\n  next:#' \
+      "$S/pod/fast/pod-ready.yaml"; echo '---'
+    # Job completion delay per pod: label kstack.io/dev-complete-delay.
+    sed 's#^  next:#  delay:\n    durationMilliseconds: 0\n    durationFrom:\n      expressionFrom: '"'"'.metadata.labels["kstack.io/dev-complete-delay"]'"'"'\n  next:#' \
+      "$S/pod/fast/pod-complete.yaml"; echo '---'
+    cat "$S/pod/fast/pod-delete.yaml"; echo '---'
+    for f in pv-bind pv-delete pvc-provision pvc-delete; do cat "$S/volume/fast/$f.yaml"; echo '---'; done
+    cat "$HERE/dev-stages.yaml"
+  } >"$DIR/kwok.yaml"
+}
+
+nodes_yaml() { # nodes_yaml "control=3,compute=3,network=1,storage=1"
+  local spec=$1 role count i
+  IFS=, read -ra parts <<<"$spec"
+  for part in "${parts[@]}"; do
+    role=${part%%=*}; count=${part#*=}
+    case "$role" in control|compute|network|storage) ;; *) die "unknown node role '$role' in --nodes (use control, compute, network, storage)";; esac
+    [[ "$count" =~ ^[0-9]+$ ]] || die "node count for '$role' must be a number, got '$count'"
+    for ((i = 1; i <= count; i++)); do
+      cat <<N
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $role-$i
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels:
+    kubernetes.io/hostname: $role-$i
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    ${ROLE_PREFIX}$role: "true"
+spec:
+  providerID: kwok://$role-$i
+status:
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 128Gi, pods: "110"}
+N
+    done
+  done
+}
+
+cmd_up() {
+  local spec="control=3,compute=3,network=1,storage=1"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --nodes) spec=$2; shift 2;;
+      --nodes=*) spec=${1#*=}; shift;;
+      *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1])";;
+    esac
+  done
+  local total=0 n
+  for n in $(tr ',' '\n' <<<"$spec" | cut -d= -f2); do total=$((total + n)); done
+  [ "$total" -le 1000 ] || die "at most 1000 simulated nodes are supported, asked for $total"
+
+  if alive kube-apiserver; then say "already running"; echo "$KCFG"; return 0; fi
+  stop_all # clears leftovers of a crashed run
+  for p in $API $ETCD $PEER $KCM $SCHED $KWOKP; do
+    port_in_use "$p" && die "port 127.0.0.1:$p is already in use; stop what holds it or pick other ports with KSTACK_DEV_PORT_BASE=<port>"
+  done
+  local BIN
+  BIN=$(bash "$HERE/build-k8s.sh") || die "building the control plane failed (see above)"
+  mkdir -p "$DIR/logs" "$DIR/pids"
+  rm -rf "$DIR/etcd-data"
+  pki; kubeconfig; stages
+  trap 'say "interrupted; stopping"; stop_all; exit 1' INT TERM
+  local P=$DIR/pki t0=$SECONDS
+
+  start etcd "$BIN/etcd" --name=kstack --data-dir="$DIR/etcd-data" --unsafe-no-fsync \
+    --listen-client-urls="http://127.0.0.1:$ETCD" --advertise-client-urls="http://127.0.0.1:$ETCD" \
+    --listen-peer-urls="http://127.0.0.1:$PEER" --initial-advertise-peer-urls="http://127.0.0.1:$PEER" \
+    --initial-cluster="kstack=http://127.0.0.1:$PEER" --listen-metrics-urls="" --log-level=warn
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD/health"
+
+  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD" \
+    --bind-address=127.0.0.1 --secure-port="$API" --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --cert-dir="$P" --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+    --client-ca-file="$P/ca.crt" --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+    --disable-admission-plugins=ServiceAccount \
+    --default-not-ready-toleration-seconds=10 --default-unreachable-toleration-seconds=10
+  wait_for kube-apiserver 90 "$BIN/kubectl" --kubeconfig="$KCFG" get --raw /readyz
+
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KCFG" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="$KCM" --service-account-private-key-file="$P/sa.key" \
+    --root-ca-file="$P/ca.crt" --use-service-account-credentials=false --node-monitor-grace-period=40s \
+    --concurrent-deployment-syncs=20 --concurrent-replicaset-syncs=20 --concurrent-job-syncs=20 \
+    --kube-api-qps=200 --kube-api-burst=400
+  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KCFG" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="$SCHED" --kube-api-qps=200 --kube-api-burst=400
+  start kwok "$BIN/kwok" --kubeconfig="$KCFG" --config="$DIR/kwok.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-name=localhost \
+    --node-port="$KWOKP" --server-address="127.0.0.1:$KWOKP"
+
+  wait_for "the default namespace" 60 "$BIN/kubectl" --kubeconfig="$KCFG" get namespace default
+  nodes_yaml "$spec" >"$DIR/nodes.yaml"
+  "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f "$DIR/nodes.yaml" >/dev/null
+  wait_for "$total nodes to be Ready" 300 bash -c \
+    "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
+  say "up in $((SECONDS - t0))s: $total nodes; logs in $DIR/logs"
+  trap - INT TERM
+  echo "$KCFG"
+}
+
+cmd_status() {
+  local c rc=0
+  for c in $COMPONENTS; do
+    if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
+  done
+  [ -f "$KCFG" ] && printf '%-24s %s\n' kubeconfig "$KCFG"
+  return $rc
+}
+
+case "${1:-}" in
+  up) shift; cmd_up "$@";;
+  down) stop_all; rm -rf "$DIR/etcd-data"; say "stopped";;
+  status) cmd_status;;
+  kubeconfig) [ -f "$KCFG" ] || die "no local cluster has been started (run: kstack dev up)"; echo "$KCFG";;
+  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1] | down | status | kubeconfig";;
+esac
