@@ -1,3 +1,5 @@
 //! The deployment description and the service catalog as types; validation. No IO.
 
+pub mod catalog;
 pub mod globals;
+pub mod graph;

@@ -1,0 +1,774 @@
+//! The service catalog: what each OpenStack service is made of (Kolla images, config files,
+//! ports, privileges, volumes, health checks, bootstrap tasks) and what it depends on.
+//!
+//! The built-in catalog is `catalog/services.yaml`, embedded in the binary. An operator catalog
+//! file has the same shape; [`Catalog::merge`] lays it over the built-in one by service name.
+//! Everything here is bytes in, values or errors out: no IO.
+//!
+//! # HAProxy and keepalived are replaced by Kubernetes Services
+//!
+//! kolla-ansible puts every API behind an HAProxy frontend on a keepalived VIP. kstack runs
+//! neither: each port marked `expose: true` gets a ClusterIP Service named after the kstack
+//! service, and the Service's virtual IP plays the role of the internal VIP.
+//!
+//! | HAProxy frontend (kolla-ansible)      | Kubernetes Service     | port  |
+//! |---------------------------------------|------------------------|-------|
+//! | `mariadb` (database_address)          | `mariadb`              | 3306  |
+//! | `keystone_internal`, `keystone_external` | `keystone`          | 5000  |
+//! | `glance_api`, `glance_api_external`   | `glance-api`           | 9292  |
+//! | `placement_api`, `placement_api_external` | `placement-api`    | 8780  |
+//! | `nova_api`, `nova_api_external`       | `nova-api`             | 8774  |
+//! | `nova_metadata`, `nova_metadata_external` | `nova-api` (port `metadata`) | 8775 |
+//! | `nova_novncproxy`                     | `nova-novncproxy`      | 6080  |
+//! | `neutron_server`, `neutron_server_external` | `neutron-server` | 9696  |
+//! | `horizon`, `horizon_redirect`         | `horizon`              | 80    |
+//! | `heat_api`, `heat_api_external`       | `heat-api`             | 8004  |
+//! | `cinder_api`, `cinder_api_external`   | `cinder-api`           | 8776  |
+//!
+//! RabbitMQ and memcached have no HAProxy frontend in kolla-ansible either: clients list every
+//! host. They get a headless Service (stable per-pod names from the StatefulSet) instead.
+//! The keepalived VIP itself (VRRP) has no counterpart; an external address, where needed, is
+//! a LoadBalancer or NodePort Service chosen at render time, not in the catalog.
+//! Not in the catalog yet: `heat_api_cfn` (8000), `mariadb_clustercheck`, `keystone_fernet`
+//! rotation between peers.
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in catalog file, as shipped.
+pub const BUILTIN_YAML: &str = include_str!("../catalog/services.yaml");
+
+/// A whole catalog: services by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    pub services: BTreeMap<String, Service>,
+}
+
+/// One container set: a logical service managed as a unit (one Kubernetes workload).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// OpenStack project (keystone, nova, ...); operator config overrides are looked up by it.
+    pub project: String,
+    /// The globals.yml flag that turns the service on (`enable_nova`, ...).
+    pub enable_flag: String,
+    pub role: Role,
+    pub kind: WorkloadKind,
+    pub containers: Vec<Container>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    #[serde(default, skip_serializing_if = "Privileges::is_none")]
+    pub privileges: Privileges,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bootstrap: Vec<BootstrapTask>,
+    /// Services that must be healthy before this one starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+}
+
+/// Which group of nodes a service runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Control,
+    Compute,
+    Network,
+    Storage,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Control => "control",
+            Role::Compute => "compute",
+            Role::Network => "network",
+            Role::Storage => "storage",
+        })
+    }
+}
+
+/// The Kubernetes workload kind the service becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+        })
+    }
+}
+
+/// One container of a service, started by `kolla_start` from config.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Container {
+    pub name: String,
+    /// Kolla image name without registry or tag (`nova-api`).
+    pub image: String,
+    /// The config.json `command`: split on whitespace by kolla_start, no shell.
+    pub command: String,
+    /// The user that owns the copied config files (the image's `USER`, or root).
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_files: Vec<ConfigFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthcheck: Option<Healthcheck>,
+}
+
+/// A config.json `config_files` entry rendered from a template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub template: String,
+    pub dest: String,
+    pub owner: String,
+    /// Octal mode as a string, `"0600"`.
+    pub perm: String,
+    /// An INI file that operator overrides (`/etc/kolla/config/<project>/<file>`) merge into.
+    #[serde(default)]
+    pub merge_ini: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub name: String,
+    pub port: u16,
+    #[serde(default = "tcp")]
+    pub protocol: Protocol,
+    /// Exposed through the service's Kubernetes Service (replaces an HAProxy frontend).
+    #[serde(default)]
+    pub expose: bool,
+}
+
+fn tcp() -> Protocol {
+    Protocol::Tcp
+}
+
+/// Host access. Only set where the Kolla reference says the service needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Privileges {
+    #[serde(default)]
+    pub host_network: bool,
+    #[serde(default)]
+    pub privileged: bool,
+    #[serde(default)]
+    pub host_pid: bool,
+    #[serde(default)]
+    pub host_ipc: bool,
+}
+
+impl Privileges {
+    pub fn is_none(&self) -> bool {
+        *self == Privileges::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Volume {
+    pub name: String,
+    pub mount_path: String,
+    pub kind: VolumeKind,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum VolumeKind {
+    /// A PersistentVolumeClaim (per pod for a StatefulSet).
+    PersistentClaim { size: String },
+    /// A directory of the node.
+    HostPath { path: String },
+    /// An emptyDir shared by the containers of one pod.
+    SharedEmptyDir,
+}
+
+/// A container health check from the Kolla healthcheck table, with kolla-ansible timings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Healthcheck {
+    pub test: HealthTest,
+    #[serde(default = "thirty")]
+    pub interval_secs: u32,
+    #[serde(default = "thirty")]
+    pub timeout_secs: u32,
+    #[serde(default = "three")]
+    pub retries: u32,
+    #[serde(default = "five")]
+    pub start_period_secs: u32,
+}
+
+fn thirty() -> u32 {
+    30
+}
+fn three() -> u32 {
+    3
+}
+fn five() -> u32 {
+    5
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum HealthTest {
+    /// `healthcheck_curl` becomes an HTTP GET probe.
+    Http { port: u16, path: String },
+    /// Any other check runs inside the container.
+    Exec { command: Vec<String> },
+}
+
+/// A one-shot step before the service starts (a Kubernetes Job).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapTask {
+    pub name: String,
+    pub task: BootstrapKind,
+    /// Bootstrap tasks of the same service that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// Services that must be healthy before the task runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum BootstrapKind {
+    /// Create databases and grant users on them (kolla-toolbox `mysql_db` / `mysql_user`).
+    DbCreate {
+        databases: Vec<String>,
+        users: Vec<DbUser>,
+    },
+    /// Run the service image once with `KOLLA_BOOTSTRAP` set (db sync in extend_start).
+    KollaBootstrap {
+        /// The container whose image and config run; the first one when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container: Option<String>,
+    },
+    /// Register the service, its endpoints and its user in Keystone.
+    KeystoneRegister {
+        service_name: String,
+        service_type: String,
+        endpoints: Vec<Endpoint>,
+    },
+    /// Run a command in an image (the service's first image when absent).
+    Command {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image: Option<String>,
+        command: Vec<String>,
+        /// Extra environment (`KOLLA_UPGRADE: ""`); values are not secrets.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbUser {
+    pub user: String,
+    pub databases: Vec<String>,
+}
+
+/// A Keystone endpoint: registered for the internal and public interfaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    pub port: u16,
+    #[serde(default)]
+    pub path: String,
+}
+
+/// An operator catalog file: the same shape, every field optional. A service not in the
+/// built-in catalog must give every required field.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogOverlay {
+    pub services: BTreeMap<String, ServiceOverlay>,
+}
+
+/// Fields given here replace the built-in ones whole (lists are not merged element-wise).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceOverlay {
+    pub project: Option<String>,
+    pub enable_flag: Option<String>,
+    pub role: Option<Role>,
+    pub kind: Option<WorkloadKind>,
+    pub containers: Option<Vec<Container>>,
+    pub ports: Option<Vec<Port>>,
+    pub privileges: Option<Privileges>,
+    pub volumes: Option<Vec<Volume>>,
+    pub bootstrap: Option<Vec<BootstrapTask>>,
+    pub depends_on: Option<Vec<String>>,
+}
+
+/// One problem found in a catalog.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogIssue {
+    #[error("service `{service}` depends on unknown service `{unknown}`")]
+    UnknownDependency { service: String, unknown: String },
+    #[error("service `{service}`: bootstrap task `{task}` needs unknown service `{unknown}`")]
+    UnknownBootstrapNeed {
+        service: String,
+        task: String,
+        unknown: String,
+    },
+    #[error("service `{service}`: bootstrap task `{task}` runs after unknown task `{unknown}`")]
+    UnknownBootstrapTask {
+        service: String,
+        task: String,
+        unknown: String,
+    },
+    #[error("service `{service}` has no containers")]
+    NoContainers { service: String },
+    #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
+    MissingField {
+        service: String,
+        field: &'static str,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("{name}: {message}")]
+    Parse { name: String, message: String },
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<CatalogIssue>),
+}
+
+impl Catalog {
+    /// The built-in catalog, validated.
+    pub fn builtin() -> Result<Catalog, CatalogError> {
+        Catalog::from_yaml("built-in catalog", BUILTIN_YAML)
+    }
+
+    /// Parse and validate a full catalog; `name` labels errors (a file name).
+    pub fn from_yaml(name: &str, text: &str) -> Result<Catalog, CatalogError> {
+        let catalog: Catalog = serde_saphyr::from_str(text).map_err(|e| CatalogError::Parse {
+            name: name.to_owned(),
+            message: e.to_string(),
+        })?;
+        catalog.validate()?;
+        Ok(catalog)
+    }
+
+    /// Parse an operator catalog file (not validated until merged).
+    pub fn overlay_from_yaml(name: &str, text: &str) -> Result<CatalogOverlay, CatalogError> {
+        serde_saphyr::from_str(text).map_err(|e| CatalogError::Parse {
+            name: name.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Lay `overlay` over `builtin` by service name: a known service gets the given fields
+    /// replaced, an unknown one is added. The result is validated; all problems are reported.
+    pub fn merge(builtin: Catalog, overlay: CatalogOverlay) -> Result<Catalog, CatalogError> {
+        let mut services = builtin.services;
+        let mut issues = Vec::new();
+        for (name, o) in overlay.services {
+            if let Some(s) = services.get_mut(&name) {
+                apply(s, o);
+                continue;
+            }
+            let required = [
+                ("project", o.project.is_none()),
+                ("enable_flag", o.enable_flag.is_none()),
+                ("role", o.role.is_none()),
+                ("kind", o.kind.is_none()),
+                ("containers", o.containers.is_none()),
+            ];
+            let (Some(project), Some(enable_flag), Some(role), Some(kind), Some(containers)) =
+                (o.project, o.enable_flag, o.role, o.kind, o.containers)
+            else {
+                for (field, missing) in required {
+                    if missing {
+                        issues.push(CatalogIssue::MissingField {
+                            service: name.clone(),
+                            field,
+                        });
+                    }
+                }
+                continue;
+            };
+            services.insert(
+                name,
+                Service {
+                    project,
+                    enable_flag,
+                    role,
+                    kind,
+                    containers,
+                    ports: o.ports.unwrap_or_default(),
+                    privileges: o.privileges.unwrap_or_default(),
+                    volumes: o.volumes.unwrap_or_default(),
+                    bootstrap: o.bootstrap.unwrap_or_default(),
+                    depends_on: o.depends_on.unwrap_or_default(),
+                },
+            );
+        }
+        let catalog = Catalog { services };
+        if let Err(CatalogError::Invalid(more)) = catalog.validate() {
+            issues.extend(more);
+        }
+        if issues.is_empty() {
+            Ok(catalog)
+        } else {
+            Err(CatalogError::Invalid(issues))
+        }
+    }
+
+    /// Check references between services and bootstrap tasks; collects every problem.
+    pub fn validate(&self) -> Result<(), CatalogError> {
+        let mut issues = Vec::new();
+        for (name, s) in &self.services {
+            if s.containers.is_empty() {
+                issues.push(CatalogIssue::NoContainers {
+                    service: name.clone(),
+                });
+            }
+            for dep in &s.depends_on {
+                if !self.services.contains_key(dep) {
+                    issues.push(CatalogIssue::UnknownDependency {
+                        service: name.clone(),
+                        unknown: dep.clone(),
+                    });
+                }
+            }
+            let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
+            for t in &s.bootstrap {
+                for need in &t.needs {
+                    if !self.services.contains_key(need) {
+                        issues.push(CatalogIssue::UnknownBootstrapNeed {
+                            service: name.clone(),
+                            task: t.name.clone(),
+                            unknown: need.clone(),
+                        });
+                    }
+                }
+                for after in &t.after {
+                    if !tasks.contains(after.as_str()) {
+                        issues.push(CatalogIssue::UnknownBootstrapTask {
+                            service: name.clone(),
+                            task: t.name.clone(),
+                            unknown: after.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(CatalogError::Invalid(issues))
+        }
+    }
+
+    /// The catalog as YAML (the same shape it is read from).
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).unwrap_or_default()
+    }
+}
+
+fn apply(s: &mut Service, o: ServiceOverlay) {
+    if let Some(v) = o.project {
+        s.project = v;
+    }
+    if let Some(v) = o.enable_flag {
+        s.enable_flag = v;
+    }
+    if let Some(v) = o.role {
+        s.role = v;
+    }
+    if let Some(v) = o.kind {
+        s.kind = v;
+    }
+    if let Some(v) = o.containers {
+        s.containers = v;
+    }
+    if let Some(v) = o.ports {
+        s.ports = v;
+    }
+    if let Some(v) = o.privileges {
+        s.privileges = v;
+    }
+    if let Some(v) = o.volumes {
+        s.volumes = v;
+    }
+    if let Some(v) = o.bootstrap {
+        s.bootstrap = v;
+    }
+    if let Some(v) = o.depends_on {
+        s.depends_on = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+
+    const EXPECTED: [&str; 25] = [
+        "mariadb",
+        "rabbitmq",
+        "memcached",
+        "keystone",
+        "glance-api",
+        "placement-api",
+        "nova-api",
+        "nova-scheduler",
+        "nova-conductor",
+        "nova-novncproxy",
+        "nova-compute",
+        "nova-libvirt",
+        "neutron-server",
+        "neutron-openvswitch-agent",
+        "neutron-dhcp-agent",
+        "neutron-l3-agent",
+        "neutron-metadata-agent",
+        "openvswitch-db-server",
+        "openvswitch-vswitchd",
+        "horizon",
+        "heat-api",
+        "heat-engine",
+        "cinder-api",
+        "cinder-scheduler",
+        "cinder-volume",
+    ];
+
+    fn builtin() -> Catalog {
+        Catalog::builtin().unwrap_or_else(|e| panic!("built-in catalog: {e}"))
+    }
+
+    #[test]
+    fn builtin_has_exactly_the_expected_services() {
+        let c = builtin();
+        let names: BTreeSet<&str> = c.services.keys().map(String::as_str).collect();
+        let expected: BTreeSet<&str> = EXPECTED.into_iter().collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn every_dependency_names_a_real_service() {
+        let c = builtin();
+        for (name, s) in &c.services {
+            for d in s
+                .depends_on
+                .iter()
+                .chain(s.bootstrap.iter().flat_map(|t| &t.needs))
+            {
+                assert!(c.services.contains_key(d), "{name} depends on unknown {d}");
+                assert_ne!(d, name, "{name} depends on itself");
+            }
+        }
+    }
+
+    #[test]
+    fn builtin_graph_is_acyclic_and_starts_with_infrastructure() {
+        let g = Graph::from_catalog(&builtin(), |_| true);
+        assert_eq!(g.find_cycle(), None);
+        let levels = g.levels().unwrap();
+        assert_eq!(
+            levels[0],
+            [
+                "mariadb",
+                "memcached",
+                "nova-libvirt",
+                "openvswitch-db-server",
+                "rabbitmq"
+            ]
+        );
+        assert_eq!(levels[1], ["keystone", "openvswitch-vswitchd"]);
+    }
+
+    #[test]
+    fn workload_kinds_follow_the_rules() {
+        let c = builtin();
+        for (name, s) in &c.services {
+            let want = match name.as_str() {
+                "mariadb" | "rabbitmq" | "memcached" => WorkloadKind::StatefulSet,
+                n if n.starts_with("openvswitch")
+                    || n.ends_with("-agent")
+                    || n == "nova-compute"
+                    || n == "nova-libvirt"
+                    || n == "cinder-volume" =>
+                {
+                    WorkloadKind::DaemonSet
+                }
+                _ => WorkloadKind::Deployment,
+            };
+            assert_eq!(s.kind, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn healthchecks_use_kolla_ansible_default_timings() {
+        let c = builtin();
+        for (name, s) in &c.services {
+            for ct in &s.containers {
+                let h = ct
+                    .healthcheck
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{name}/{}", ct.name));
+                assert_eq!(
+                    (
+                        h.interval_secs,
+                        h.timeout_secs,
+                        h.retries,
+                        h.start_period_secs
+                    ),
+                    (30, 30, 3, 5),
+                    "{name}"
+                );
+            }
+        }
+        let keystone = &c.services["keystone"].containers[0];
+        assert_eq!(
+            keystone.healthcheck.as_ref().unwrap().test,
+            HealthTest::Http {
+                port: 5000,
+                path: "/".into()
+            }
+        );
+    }
+
+    #[test]
+    fn privileges_only_where_the_reference_needs_them() {
+        let c = builtin();
+        let privileged: BTreeSet<&str> = c
+            .services
+            .iter()
+            .filter(|(_, s)| s.privileges.privileged)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(
+            privileged,
+            BTreeSet::from([
+                "cinder-volume",
+                "neutron-dhcp-agent",
+                "neutron-l3-agent",
+                "neutron-metadata-agent",
+                "neutron-openvswitch-agent",
+                "nova-api",
+                "nova-compute",
+                "nova-libvirt",
+                "openvswitch-vswitchd",
+            ])
+        );
+        assert!(c.services["nova-libvirt"].privileges.host_pid);
+        assert!(c.services["nova-compute"].privileges.host_ipc);
+        assert!(!c.services["keystone"].privileges.host_network);
+    }
+
+    #[test]
+    fn yaml_round_trips() {
+        let c = builtin();
+        let again = Catalog::from_yaml("round trip", &c.to_yaml()).unwrap();
+        assert_eq!(c, again);
+    }
+
+    #[test]
+    fn overlay_replaces_fields_and_adds_services() {
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            r#"
+services:
+  horizon:
+    depends_on: [keystone]
+  barbican-api:
+    project: barbican
+    enable_flag: enable_barbican
+    role: control
+    kind: Deployment
+    containers:
+      - { name: barbican-api, image: barbican-api, command: uwsgi /etc/barbican/barbican-api-uwsgi.ini, user: barbican }
+    depends_on: [keystone]
+"#,
+        )
+        .unwrap();
+        let merged = Catalog::merge(builtin(), overlay).unwrap();
+        assert_eq!(merged.services["horizon"].depends_on, ["keystone"]);
+        assert_eq!(
+            merged.services["horizon"].ports[0].port, 80,
+            "other fields kept"
+        );
+        assert_eq!(merged.services["barbican-api"].role, Role::Control);
+        assert_eq!(merged.services.len(), 26);
+    }
+
+    #[test]
+    fn overlay_with_unknown_dependency_names_both() {
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            "services:\n  heat-engine:\n    depends_on: [heat-api, nova-cells]\n",
+        )
+        .unwrap();
+        let err = Catalog::merge(builtin(), overlay).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service `heat-engine` depends on unknown service `nova-cells`"
+        );
+    }
+
+    #[test]
+    fn new_service_must_give_required_fields() {
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            "services:\n  octavia-api:\n    project: octavia\n    role: control\n",
+        )
+        .unwrap();
+        let err = Catalog::merge(builtin(), overlay).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service `octavia-api` is new in the operator catalog and lacks field `enable_flag`\n\
+             service `octavia-api` is new in the operator catalog and lacks field `kind`\n\
+             service `octavia-api` is new in the operator catalog and lacks field `containers`"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err =
+            Catalog::overlay_from_yaml("ops.yaml", "services:\n  horizon:\n    replicas: 3\n")
+                .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("ops.yaml: "), "{msg}");
+        assert!(msg.contains("replicas"), "{msg}");
+        let err = Catalog::from_yaml("x", &BUILTIN_YAML.replace("user: mysql", "usr: mysql"))
+            .unwrap_err();
+        assert!(err.to_string().contains("usr"), "{err}");
+    }
+
+    #[test]
+    fn unknown_bootstrap_task_is_reported() {
+        let text = BUILTIN_YAML.replace("after: [db-create]\n      - name: register\n        task: { keystone_register: { service_name: glance",
+            "after: [db-creat]\n      - name: register\n        task: { keystone_register: { service_name: glance");
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service `glance-api`: bootstrap task `db-sync` runs after unknown task `db-creat`"
+        );
+    }
+}
