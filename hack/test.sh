@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit/snapshot/CLI tests, the inventory service against
+# PostgreSQL (when KSTACK_TEST_POSTGRES_URL is set), then the end-to-end tests on a freshly started
+# local control plane, which is stopped again afterwards whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== unit, snapshot and CLI tests"
+cargo test --workspace --exclude kstack-e2e
+
+echo "== end-to-end tests on the local control plane"
+export KSTACK_DEV_DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev-test}
+trap 'bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
+bash hack/devcluster.sh down >/dev/null 2>&1 || true
+KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
+export KSTACK_E2E_KUBECONFIG
+cargo test -p kstack-e2e
