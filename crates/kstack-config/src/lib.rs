@@ -1,1 +1,17 @@
-//! Loads globals.yml, passwords.yml, override files and catalog files with spans into the model.
+//! Loads a kstack config directory (`globals.yml`, `passwords.yml`, `config/` overrides) into
+//! the model, with miette diagnostics that name file, line, column and field.
+//!
+//! Architecture invariant: the core ([`load`], [`genpwd::fill`], [`passwords::parse`]) takes
+//! bytes and returns values or diagnostics; only [`fs`] touches the file system.
+//! Invariant: no value from passwords.yml appears in a diagnostic, log line or `Debug` output.
+
+mod diagnostic;
+pub mod fs;
+pub mod genpwd;
+mod load;
+pub mod passwords;
+pub mod templates;
+mod yaml;
+
+pub use diagnostic::{Diag, Severity, render_plain};
+pub use load::{Config, GLOBALS_FILE, Loaded, Sources, load, load_globals};

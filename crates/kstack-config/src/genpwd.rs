@@ -1,0 +1,283 @@
+//! `kstack genpwd`: fill the empty values of passwords.yml, the way kolla-genpwd does.
+//!
+//! Only `key:` lines whose value is empty are rewritten; set values, key order and comments are
+//! kept. Keys that kstack needs but the file lacks are appended. Pure: the caller supplies the
+//! random number generator and writes the file.
+use std::collections::BTreeSet;
+
+use base64::Engine;
+use rand::distributions::{Alphanumeric, DistString};
+use rand::{CryptoRng, RngCore};
+use rsa::pkcs8::{EncodePrivateKey, LineEnding};
+use rsa::traits::PublicKeyParts;
+
+use crate::diagnostic::Diag;
+use crate::passwords::{self, KNOWN_KEYS, Secret};
+use crate::yaml::parse_entries;
+
+/// What kind of value a key gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    SshKey,
+    Uuid,
+    Fernet,
+    Blank,
+    Random,
+}
+
+/// The generation rule for a key (kolla-genpwd rules).
+pub fn kind_of(key: &str) -> Kind {
+    const UUIDS: &[&str] = &[
+        "rbd_secret_uuid",
+        "cinder_rbd_secret_uuid",
+        "gnocchi_project_id",
+        "gnocchi_resource_id",
+        "gnocchi_user_id",
+        "designate_pool_id",
+    ];
+    if key.ends_with("_ssh_key") {
+        Kind::SshKey
+    } else if UUIDS.contains(&key) {
+        Kind::Uuid
+    } else if key == "barbican_crypto_key" {
+        Kind::Fernet
+    } else if key == "docker_registry_password" {
+        Kind::Blank
+    } else {
+        Kind::Random
+    }
+}
+
+/// Result of [`fill`]: the new file text and the keys that got a value (never the values).
+#[derive(Debug)]
+pub struct Filled {
+    pub text: String,
+    pub generated: Vec<String>,
+}
+
+/// Bits of generated RSA keys (kolla-genpwd uses 4096).
+pub const RSA_BITS: usize = 4096;
+
+/// Fills every empty value in `text`. Errors (invalid file) never contain a value.
+pub fn fill<R: RngCore + CryptoRng>(text: &str, rng: &mut R) -> Result<Filled, Vec<Diag>> {
+    fill_with_bits(text, rng, RSA_BITS)
+}
+
+pub(crate) fn fill_with_bits<R: RngCore + CryptoRng>(
+    text: &str,
+    rng: &mut R,
+    bits: usize,
+) -> Result<Filled, Vec<Diag>> {
+    // Validate first, so a broken file is reported and never rewritten.
+    let parsed = passwords::parse(text)?;
+    let entries = parse_entries(passwords::FILE, text, true)?;
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut generated = Vec::new();
+    let mut blocks = Vec::new();
+
+    for e in &entries {
+        let empty = parsed
+            .entries
+            .get(&e.key)
+            .is_some_and(|s| *s == Secret::Empty)
+            || parsed
+                .entries
+                .get(&e.key)
+                .is_some_and(|s| matches!(s, Secret::Value(v) if v.is_empty()));
+        if !empty || kind_of(&e.key) == Kind::Blank {
+            continue;
+        }
+        let line = e.key_loc.line() as usize;
+        if line == 0 || line > lines.len() || !lines[line - 1].starts_with(&format!("{}:", e.key)) {
+            // Not a simple top-level `key:` line (e.g. flow style): leave it alone.
+            continue;
+        }
+        // The value's lines: the key line plus indented continuation lines (ssh key stubs).
+        let mut end = line;
+        while end < lines.len() && lines[end].starts_with([' ', '\t']) {
+            end += 1;
+        }
+        blocks.push((line - 1, end, generate(&e.key, rng, bits)));
+        generated.push(e.key.clone());
+    }
+    for (start, end, block) in blocks.into_iter().rev() {
+        lines.splice(
+            start..end,
+            block.lines().map(str::to_owned).collect::<Vec<_>>(),
+        );
+    }
+
+    let present: BTreeSet<&str> = entries.iter().map(|e| e.key.as_str()).collect();
+    let absent: Vec<&str> = KNOWN_KEYS
+        .iter()
+        .flat_map(|(_, keys)| keys.iter().copied())
+        .filter(|k| !present.contains(k))
+        .collect();
+    if !absent.is_empty() {
+        lines.push(String::new());
+        lines.push("# Added by kstack genpwd: keys kstack uses that were missing.".into());
+        for key in absent {
+            if kind_of(key) == Kind::Blank {
+                lines.push(format!("{key}:"));
+            } else {
+                lines.extend(generate(key, rng, bits).lines().map(str::to_owned));
+                generated.push(key.to_owned());
+            }
+        }
+    }
+    let mut text = lines.join("\n");
+    text.push('\n');
+    Ok(Filled { text, generated })
+}
+
+fn generate<R: RngCore + CryptoRng>(key: &str, rng: &mut R, bits: usize) -> String {
+    match kind_of(key) {
+        Kind::Blank => format!("{key}:"),
+        Kind::Random => format!("{key}: {}", Alphanumeric.sample_string(rng, 40)),
+        Kind::Uuid => {
+            let mut b = [0u8; 16];
+            rng.fill_bytes(&mut b);
+            format!(
+                "{key}: \"{}\"",
+                uuid::Builder::from_random_bytes(b).into_uuid()
+            )
+        }
+        Kind::Fernet => {
+            let mut b = [0u8; 32];
+            rng.fill_bytes(&mut b);
+            format!(
+                "{key}: \"{}\"",
+                base64::engine::general_purpose::URL_SAFE.encode(b)
+            )
+        }
+        Kind::SshKey => {
+            let (private, public) = ssh_keypair(rng, bits);
+            let mut out = format!("{key}:\n  private_key: |\n");
+            for l in private.lines() {
+                out.push_str(&format!("    {l}\n"));
+            }
+            out.push_str(&format!("  public_key: {public}"));
+            out
+        }
+    }
+}
+
+/// An RSA key pair: PKCS8 PEM private key and OpenSSH `ssh-rsa` public key.
+pub fn ssh_keypair<R: RngCore + CryptoRng>(rng: &mut R, bits: usize) -> (String, String) {
+    // Key generation only fails for unusable sizes; `bits` is a constant >= 1024 here.
+    let key = rsa::RsaPrivateKey::new(rng, bits).expect("RSA key generation");
+    let pem = key.to_pkcs8_pem(LineEnding::LF).expect("PKCS8 encoding");
+    let public = openssh_public_key(&key.e().to_bytes_be(), &key.n().to_bytes_be());
+    (pem.to_string(), public)
+}
+
+/// Encodes `ssh-rsa <base64(string "ssh-rsa", mpint e, mpint n)>` (RFC 4253 §6.6).
+pub fn openssh_public_key(e: &[u8], n: &[u8]) -> String {
+    fn string(out: &mut Vec<u8>, b: &[u8]) {
+        out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        out.extend_from_slice(b);
+    }
+    fn mpint(out: &mut Vec<u8>, b: &[u8]) {
+        let b = match b.iter().position(|x| *x != 0) {
+            Some(i) => &b[i..],
+            None => &[],
+        };
+        if b.first().is_some_and(|x| x & 0x80 != 0) {
+            let mut v = vec![0u8];
+            v.extend_from_slice(b);
+            string(out, &v);
+        } else {
+            string(out, b);
+        }
+    }
+    let mut blob = Vec::new();
+    string(&mut blob, b"ssh-rsa");
+    mpint(&mut blob, e);
+    mpint(&mut blob, n);
+    format!(
+        "ssh-rsa {}",
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn openssh_encoding_matches_rfc4253() {
+        // e = 65537, n = 0x80 0x01 (high bit set, needs a leading zero).
+        let s = openssh_public_key(&[0x01, 0x00, 0x01], &[0x80, 0x01]);
+        let blob = base64::engine::general_purpose::STANDARD
+            .decode(s.strip_prefix("ssh-rsa ").unwrap())
+            .unwrap();
+        assert_eq!(
+            blob,
+            [
+                &[0, 0, 0, 7][..],
+                b"ssh-rsa",
+                &[0, 0, 0, 3, 1, 0, 1],
+                &[0, 0, 0, 3, 0, 0x80, 0x01]
+            ]
+            .concat()
+        );
+    }
+
+    #[test]
+    fn fills_only_empty_values_and_keeps_comments() {
+        let text = "# top comment\n---\nkeystone_admin_password: keepme\n# about db\ndatabase_password:\nnova_ssh_key:\n  private_key:\n  public_key:\ndocker_registry_password:\nrbd_secret_uuid:\nbarbican_crypto_key: \"\"\n";
+        let mut rng = StdRng::seed_from_u64(7);
+        let out = fill_with_bits(text, &mut rng, 1024).unwrap();
+        let t = &out.text;
+        assert!(t.starts_with(
+            "# top comment\n---\nkeystone_admin_password: keepme\n# about db\ndatabase_password: "
+        ));
+        assert!(t.contains("\ndocker_registry_password:\n"));
+        let p = passwords::parse(t).unwrap();
+        assert_eq!(p.get("keystone_admin_password"), Some("keepme"));
+        let db = p.get("database_password").unwrap();
+        assert_eq!(db.len(), 40);
+        assert!(db.chars().all(|c| c.is_ascii_alphanumeric()));
+        assert!(
+            uuid::Uuid::parse_str(p.get("rbd_secret_uuid").unwrap())
+                .unwrap()
+                .get_version_num()
+                == 4
+        );
+        let fernet = base64::engine::general_purpose::URL_SAFE
+            .decode(p.get("barbican_crypto_key").unwrap())
+            .unwrap();
+        assert_eq!(fernet.len(), 32);
+        match &p.entries["nova_ssh_key"] {
+            Secret::SshKey {
+                private_key,
+                public_key,
+            } => {
+                assert!(private_key.starts_with("-----BEGIN PRIVATE KEY-----\n"));
+                assert!(public_key.starts_with("ssh-rsa AAAAB3NzaC1yc2E"));
+            }
+            other => panic!("not a key pair: {other:?}"),
+        }
+        assert!(
+            !out.generated
+                .contains(&"keystone_admin_password".to_string())
+        );
+        assert!(
+            out.generated
+                .contains(&"nova_database_password".to_string()),
+            "absent known keys are appended"
+        );
+        // A second run changes nothing.
+        let again = fill_with_bits(t, &mut rng, 1024).unwrap();
+        assert_eq!(&again.text, t);
+        assert!(again.generated.is_empty());
+    }
+
+    #[test]
+    fn broken_file_is_not_rewritten() {
+        let mut rng = StdRng::seed_from_u64(1);
+        assert!(fill_with_bits("a: [\n", &mut rng, 1024).is_err());
+    }
+}
