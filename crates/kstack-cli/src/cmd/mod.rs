@@ -3,16 +3,20 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod catalog;
 pub mod dev;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The local Kubernetes control plane for tests and the all-in-one deployment.
     Dev(dev::Args),
+    #[command(flatten)]
+    Catalog(catalog::CatalogCommand),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Dev(args) => dev::run(args),
+        Command::Catalog(command) => catalog::run(command),
     }
 }

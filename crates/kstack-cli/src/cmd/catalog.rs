@@ -1,0 +1,167 @@
+//! `kstack services` and `kstack graph`: the service catalog and its dependency graph.
+//!
+//! For now both use the built-in catalog with every service enabled; globals.yml loading
+//! (which services are on) is wired in separately.
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use kstack_model::catalog::{Catalog, Service};
+use kstack_model::graph::Graph;
+use serde::Serialize;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum CatalogCommand {
+    /// List the services of the catalog: role, workload kind, images, dependencies.
+    #[command(after_help = "Examples:\n  kstack services\n  kstack services -o yaml")]
+    Services(ServicesArgs),
+    /// Print the dependency graph of the services (an arrow points to the service that waits).
+    #[command(
+        after_help = "Examples:\n  kstack graph\n  kstack graph --format mermaid > graph.mmd\n  kstack graph --format dot | dot -Tsvg > graph.svg"
+    )]
+    Graph(GraphArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServicesArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GraphArgs {
+    /// Graph language.
+    #[arg(long, value_enum, default_value = "dot")]
+    pub format: GraphFormat,
+}
+
+pub fn run(command: CatalogCommand) -> anyhow::Result<ExitCode> {
+    let catalog = Catalog::builtin().context("loading the built-in catalog")?;
+    let out = match command {
+        CatalogCommand::Services(args) => services(&catalog, args.output)?,
+        CatalogCommand::Graph(args) => graph(&catalog, args.format)?,
+    };
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line of `kstack services`.
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    name: &'a str,
+    role: String,
+    kind: String,
+    images: Vec<&'a str>,
+    depends_on: &'a [String],
+}
+
+fn row<'a>(name: &'a str, s: &'a Service) -> Row<'a> {
+    let mut images: Vec<&str> = s.containers.iter().map(|c| c.image.as_str()).collect();
+    images.dedup();
+    Row {
+        name,
+        role: s.role.to_string(),
+        kind: s.kind.to_string(),
+        images,
+        depends_on: &s.depends_on,
+    }
+}
+
+fn services(catalog: &Catalog, output: Output) -> anyhow::Result<String> {
+    let rows: Vec<Row<'_>> = catalog.services.iter().map(|(n, s)| row(n, s)).collect();
+    Ok(match output {
+        Output::Json => serde_json::to_string_pretty(&rows)? + "\n",
+        Output::Yaml => serde_saphyr::to_string(&rows)?,
+        Output::Table => {
+            let mut table = comfy_table::Table::new();
+            table
+                .load_preset(comfy_table::presets::NOTHING)
+                .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+                .set_header(["NAME", "ROLE", "KIND", "IMAGE", "DEPENDS ON"]);
+            for r in &rows {
+                table.add_row([
+                    r.name.to_owned(),
+                    r.role.clone(),
+                    r.kind.clone(),
+                    r.images.join(","),
+                    r.depends_on.join(","),
+                ]);
+            }
+            // Trailing blanks from column padding are noise in pipes and snapshots.
+            let mut text: String = table
+                .to_string()
+                .lines()
+                .map(|l| l.trim_end().to_owned() + "\n")
+                .collect();
+            if text.is_empty() {
+                text.push('\n');
+            }
+            text
+        }
+    })
+}
+
+fn graph(catalog: &Catalog, format: GraphFormat) -> anyhow::Result<String> {
+    let graph = Graph::from_catalog(catalog, |_| true);
+    // Refuse to draw a graph that cannot be deployed; the error shows the cycle.
+    graph.levels()?;
+    Ok(match format {
+        GraphFormat::Dot => graph.to_dot(),
+        GraphFormat::Mermaid => graph.to_mermaid(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builtin() -> Catalog {
+        Catalog::builtin().unwrap()
+    }
+
+    #[test]
+    fn services_table() {
+        insta::assert_snapshot!(services(&builtin(), Output::Table).unwrap());
+    }
+
+    #[test]
+    fn graph_mermaid() {
+        insta::assert_snapshot!(graph(&builtin(), GraphFormat::Mermaid).unwrap());
+    }
+
+    #[test]
+    fn services_json_lists_every_service() {
+        let text = services(&builtin(), Output::Json).unwrap();
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(rows.len(), 25);
+        assert_eq!(rows[0]["name"], "cinder-api");
+        assert_eq!(rows[0]["images"][0], "cinder-api");
+    }
+
+    #[test]
+    fn graph_with_a_cycle_is_an_error_naming_it() {
+        let text = kstack_model::catalog::BUILTIN_YAML.replace(
+            "depends_on: [openvswitch-db-server]",
+            "depends_on: [openvswitch-db-server, neutron-openvswitch-agent]",
+        );
+        let catalog = Catalog::from_yaml("test", &text).unwrap();
+        let err = graph(&catalog, GraphFormat::Dot).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dependency cycle: neutron-openvswitch-agent → openvswitch-vswitchd → neutron-openvswitch-agent"
+        );
+    }
+}
