@@ -114,7 +114,7 @@ mod tests {
         assert!(check_label_key("a-").is_err());
         assert!(check_label_key("a b").is_err());
         assert!(check_label_key("Example.com/a").is_err());
-        let long_prefix = format!("{}/a", ["a".repeat(63); 4].join("."));
+        let long_prefix = format!("{}/a", vec!["a".repeat(63); 4].join("."));
         assert!(long_prefix.len() > 253 + 2);
         assert!(check_label_key(&long_prefix).is_err());
     }

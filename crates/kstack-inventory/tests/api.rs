@@ -1,0 +1,590 @@
+//! The REST API end to end through the router (tower `oneshot`), on SQLite in a temp dir,
+//! and on PostgreSQL too when `KSTACK_TEST_POSTGRES_URL` is set (each test in its own schema).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use kstack_inventory::{AppState, RecordingSync, Role, SyncCall, audit_once, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const ADMIN: &str = "admin-token";
+const READER: &str = "reader-token";
+
+struct Env {
+    name: &'static str,
+    state: AppState,
+    app: Router,
+    sync: Arc<RecordingSync>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn tokens() -> BTreeMap<String, Role> {
+    BTreeMap::from([
+        (ADMIN.to_string(), Role::Admin),
+        (READER.to_string(), Role::Reader),
+    ])
+}
+
+async fn make_env(name: &'static str, url: &str, dir: Option<tempfile::TempDir>) -> Env {
+    let sync = Arc::new(RecordingSync::default());
+    let state = kstack_inventory::state(url, tokens(), sync.clone())
+        .await
+        .expect("open store");
+    Env {
+        name,
+        app: router(state.clone()),
+        state,
+        sync,
+        _dir: dir,
+    }
+}
+
+/// SQLite always; PostgreSQL when configured, in a fresh schema.
+async fn envs() -> Vec<Env> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("inventory.db");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut out = vec![make_env("sqlite", path.to_str().unwrap(), Some(dir)).await];
+    match std::env::var("KSTACK_TEST_POSTGRES_URL") {
+        Ok(base) => {
+            use sqlx::Connection;
+            let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let mut conn = sqlx::PgConnection::connect(&base).await.expect("postgres");
+            sqlx::query(&format!("CREATE SCHEMA {schema}"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            let sep = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+            out.push(make_env("postgres", &url, None).await);
+        }
+        Err(_) => eprintln!("note: KSTACK_TEST_POSTGRES_URL not set; PostgreSQL run skipped"),
+    }
+    out
+}
+
+async fn call(
+    app: &Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b))
+            .unwrap(),
+        None => req.body(Body::empty()).unwrap(),
+    };
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("non-JSON body {:?}", String::from_utf8_lossy(&bytes)))
+    };
+    (status, value)
+}
+
+async fn admin(app: &Router, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    call(app, method, path, Some(ADMIN), body.map(|b| b.to_string())).await
+}
+
+async fn new_host(env: &Env, name: &str) -> String {
+    let (s, v) = admin(
+        &env.app,
+        "POST",
+        "/v1/ihosts",
+        Some(json!({"hostname": name, "personality": "compute"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{}: {v}", env.name);
+    v["uuid"].as_str().unwrap().to_string()
+}
+
+fn assert_error(env: &Env, (s, v): &(StatusCode, Value), want: StatusCode, contains: &str) {
+    assert_eq!(*s, want, "{}: {v}", env.name);
+    assert_eq!(v["code"], json!(want.as_u16()), "{}: {v}", env.name);
+    let msg = v["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(contains),
+        "{}: error {msg:?} should contain {contains:?}",
+        env.name
+    );
+}
+
+#[tokio::test]
+async fn host_crud_and_sync() {
+    for env in envs().await {
+        let uuid = new_host(&env, "compute-0").await;
+        let (s, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{uuid}"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(v["hostname"], "compute-0");
+        assert_eq!(v["administrative"], "locked");
+        assert_eq!(v["operational"], "disabled");
+
+        let dup = admin(
+            &env.app,
+            "POST",
+            "/v1/ihosts",
+            Some(json!({"hostname": "compute-0", "personality": "compute"})),
+        )
+        .await;
+        assert_error(&env, &dup, StatusCode::CONFLICT, "already used");
+
+        let (s, v) = admin(
+            &env.app,
+            "PATCH",
+            &format!("/v1/ihosts/{uuid}"),
+            Some(json!({"personality": "storage", "operational": "enabled"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["personality"], "storage");
+        assert_eq!(v["operational"], "enabled");
+
+        let (s, v) = admin(&env.app, "GET", "/v1/ihosts", None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(v["ihosts"].as_array().unwrap().len(), 1);
+
+        let (s, v) = admin(&env.app, "POST", &format!("/v1/ihosts/{uuid}/unlock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(v["administrative"], "unlocked");
+        env.sync.clear();
+        let (s, _) = admin(&env.app, "DELETE", &format!("/v1/ihosts/{uuid}"), None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        assert_eq!(
+            env.sync.calls(),
+            vec![SyncCall::DeleteNode {
+                hostname: "compute-0".into()
+            }]
+        );
+        let gone = admin(&env.app, "GET", &format!("/v1/ihosts/{uuid}"), None).await;
+        assert_error(&env, &gone, StatusCode::NOT_FOUND, "not found");
+    }
+}
+
+#[tokio::test]
+async fn auth_401_403_and_openapi() {
+    for env in envs().await {
+        let none = call(&env.app, "GET", "/v1/ihosts", None, None).await;
+        assert_error(&env, &none, StatusCode::UNAUTHORIZED, "token");
+        let wrong = call(&env.app, "GET", "/v1/ihosts", Some("nope"), None).await;
+        assert_error(&env, &wrong, StatusCode::UNAUTHORIZED, "token");
+        let (s, _) = call(&env.app, "GET", "/v1/ihosts", Some(READER), None).await;
+        assert_eq!(s, StatusCode::OK);
+        let body = json!({"hostname": "c1", "personality": "compute"}).to_string();
+        let write = call(&env.app, "POST", "/v1/ihosts", Some(READER), Some(body)).await;
+        assert_error(&env, &write, StatusCode::FORBIDDEN, "read");
+        let (s, v) = admin(&env.app, "GET", "/v1/ihosts", None).await;
+        assert_eq!(
+            v["ihosts"],
+            json!([]),
+            "reader write must not be stored ({s})"
+        );
+
+        let (s, doc) = call(&env.app, "GET", "/openapi.json", None, None).await;
+        assert_eq!(s, StatusCode::OK);
+        for path in [
+            "/v1/ihosts",
+            "/v1/ihosts/{uuid}",
+            "/v1/ihosts/{uuid}/lock",
+            "/v1/ihosts/{uuid}/unlock",
+            "/v1/ihosts/{host_uuid}/labels",
+            "/v1/labels/{host_uuid}",
+            "/v1/labels/{uuid}",
+        ] {
+            assert!(doc["paths"].get(path).is_some(), "openapi lacks {path}");
+        }
+        for schema in ["Host", "Label", "LabelList", "ErrorBody", "HostPatch"] {
+            assert!(
+                doc["components"]["schemas"].get(schema).is_some(),
+                "lacks {schema}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn labels_assign_overwrite_soft_delete() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-1").await;
+        env.sync.clear();
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"example.com/sriov": "enabled", "tier": ""})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        let labels = v["labels"].as_array().unwrap();
+        assert_eq!(labels.len(), 2);
+        for l in labels {
+            assert_eq!(l["host_uuid"], json!(host));
+            assert!(uuid::Uuid::parse_str(l["uuid"].as_str().unwrap()).is_ok());
+        }
+        let sriov = labels
+            .iter()
+            .find(|l| l["label_key"] == "example.com/sriov")
+            .unwrap();
+        assert_eq!(sriov["label_value"], "enabled");
+        let sriov_uuid = sriov["uuid"].as_str().unwrap().to_string();
+
+        let dup = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"example.com/sriov": "disabled", "new": "x"})),
+        )
+        .await;
+        assert_error(&env, &dup, StatusCode::CONFLICT, "example.com/sriov");
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        assert_eq!(
+            v["labels"].as_array().unwrap().len(),
+            2,
+            "409 batch wrote: {v}"
+        );
+
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}?overwrite=true"),
+            Some(json!({"example.com/sriov": "disabled"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(
+            v["labels"][0]["uuid"],
+            json!(sriov_uuid),
+            "overwrite keeps the row"
+        );
+        assert_eq!(v["labels"][0]["label_value"], "disabled");
+
+        let (s, _) = admin(
+            &env.app,
+            "DELETE",
+            &format!("/v1/labels/{sriov_uuid}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        assert_eq!(
+            v["labels"],
+            json!([{"uuid": v["labels"][0]["uuid"], "host_uuid": host, "label_key": "tier", "label_value": ""}])
+        );
+        assert_eq!(env.state.store.count_label_rows(true).await.unwrap(), 2);
+        assert_eq!(env.state.store.count_label_rows(false).await.unwrap(), 1);
+        let again = admin(
+            &env.app,
+            "DELETE",
+            &format!("/v1/labels/{sriov_uuid}"),
+            None,
+        )
+        .await;
+        assert_error(&env, &again, StatusCode::NOT_FOUND, "not found");
+
+        // A deleted key can be assigned again without overwrite.
+        let (s, _) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"example.com/sriov": "again"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+
+        let calls = env.sync.calls();
+        assert_eq!(calls.len(), 4, "one apply per successful write: {calls:?}");
+        assert_eq!(
+            calls[2],
+            SyncCall::ApplyLabels {
+                hostname: "compute-1".into(),
+                labels: BTreeMap::from([("tier".into(), "".into())]),
+                managed_keys: vec!["example.com/sriov".into(), "tier".into()],
+            }
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_4xx_with_json_and_writes_nothing() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-2").await;
+        let path = format!("/v1/labels/{host}");
+        let bad_key = admin(
+            &env.app,
+            "POST",
+            &path,
+            Some(json!({"good": "1", "-bad": "2"})),
+        )
+        .await;
+        assert_error(
+            &env,
+            &bad_key,
+            StatusCode::BAD_REQUEST,
+            "must start and end",
+        );
+        let bad_value = admin(&env.app, "POST", &path, Some(json!({"good": "a/b"}))).await;
+        assert_error(&env, &bad_value, StatusCode::BAD_REQUEST, "label value");
+        let long = admin(
+            &env.app,
+            "POST",
+            &path,
+            Some(json!({ "x".repeat(64): "v" })),
+        )
+        .await;
+        assert_error(&env, &long, StatusCode::BAD_REQUEST, "longer than 63");
+        let prefix = admin(&env.app, "POST", &path, Some(json!({"Bad_Prefix/x": "v"}))).await;
+        assert_error(&env, &prefix, StatusCode::BAD_REQUEST, "DNS subdomain");
+        let not_string = admin(&env.app, "POST", &path, Some(json!({"k": 5}))).await;
+        assert_error(
+            &env,
+            &not_string,
+            StatusCode::BAD_REQUEST,
+            "invalid request body",
+        );
+        let malformed = call(
+            &env.app,
+            "POST",
+            &path,
+            Some(ADMIN),
+            Some("{\"k\": ".into()),
+        )
+        .await;
+        assert_error(
+            &env,
+            &malformed,
+            StatusCode::BAD_REQUEST,
+            "invalid request body",
+        );
+        let array = call(&env.app, "POST", &path, Some(ADMIN), Some("[1]".into())).await;
+        assert_error(
+            &env,
+            &array,
+            StatusCode::BAD_REQUEST,
+            "invalid request body",
+        );
+        let query = admin(
+            &env.app,
+            "POST",
+            &format!("{path}?overwrite=maybe"),
+            Some(json!({"k": "v"})),
+        )
+        .await;
+        assert_error(&env, &query, StatusCode::BAD_REQUEST, "invalid query");
+        let bad_host = admin(
+            &env.app,
+            "POST",
+            "/v1/ihosts",
+            Some(json!({"hostname": "Bad Name", "personality": "compute"})),
+        )
+        .await;
+        assert_error(&env, &bad_host, StatusCode::BAD_REQUEST, "hostname");
+        let bad_pers = admin(
+            &env.app,
+            "POST",
+            "/v1/ihosts",
+            Some(json!({"hostname": "ok", "personality": "router"})),
+        )
+        .await;
+        assert_error(
+            &env,
+            &bad_pers,
+            StatusCode::BAD_REQUEST,
+            "invalid request body",
+        );
+
+        let mut big = BTreeMap::new();
+        for i in 0..3000 {
+            big.insert(format!("key-{i}"), "value-value-value".to_string());
+        }
+        let body = serde_json::to_string(&big).unwrap();
+        assert!(body.len() > 64 * 1024);
+        let too_big = call(&env.app, "POST", &path, Some(ADMIN), Some(body)).await;
+        assert_error(&env, &too_big, StatusCode::PAYLOAD_TOO_LARGE, "larger than");
+
+        let missing = uuid::Uuid::new_v4();
+        let unknown = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{missing}"),
+            Some(json!({"k": "v"})),
+        )
+        .await;
+        assert_error(&env, &unknown, StatusCode::NOT_FOUND, "not found");
+        let unknown = admin(
+            &env.app,
+            "GET",
+            &format!("/v1/ihosts/{missing}/labels"),
+            None,
+        )
+        .await;
+        assert_error(&env, &unknown, StatusCode::NOT_FOUND, "not found");
+        let not_uuid = admin(&env.app, "GET", "/v1/ihosts/not-a-uuid", None).await;
+        assert_error(&env, &not_uuid, StatusCode::NOT_FOUND, "not a UUID");
+        let no_route = admin(&env.app, "GET", "/v2/nothing", None).await;
+        assert_error(&env, &no_route, StatusCode::NOT_FOUND, "no such route");
+
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        assert_eq!(
+            v["labels"],
+            json!([]),
+            "{}: a rejected batch wrote labels",
+            env.name
+        );
+        assert_eq!(env.state.store.count_label_rows(true).await.unwrap(), 0);
+    }
+}
+
+#[tokio::test]
+async fn role_labels_need_a_locked_host() {
+    for env in envs().await {
+        let host = new_host(&env, "controller-0").await;
+        let (s, _) = admin(&env.app, "POST", &format!("/v1/ihosts/{host}/unlock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        let path = format!("/v1/labels/{host}");
+        for key in [
+            "kstack.io/role-nova",
+            "openstack-control-plane",
+            "openstack-compute-node",
+        ] {
+            let r = admin(
+                &env.app,
+                "POST",
+                &path,
+                Some(json!({"plain": "1", key: "enabled"})),
+            )
+            .await;
+            assert_error(&env, &r, StatusCode::CONFLICT, "lock the host first");
+        }
+        assert_eq!(env.state.store.count_label_rows(true).await.unwrap(), 0);
+
+        env.sync.clear();
+        let (s, v) = admin(
+            &env.app,
+            "PATCH",
+            &format!("/v1/ihosts/{host}"),
+            Some(json!({"administrative": "locked"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(
+            env.sync.calls(),
+            vec![SyncCall::SetLocked {
+                hostname: "controller-0".into(),
+                locked: true
+            }]
+        );
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &path,
+            Some(json!({"openstack-control-plane": "enabled"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let label = v["labels"][0]["uuid"].as_str().unwrap().to_string();
+
+        let (s, _) = admin(&env.app, "POST", &format!("/v1/ihosts/{host}/unlock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        let r = admin(&env.app, "DELETE", &format!("/v1/labels/{label}"), None).await;
+        assert_error(&env, &r, StatusCode::CONFLICT, "lock the host first");
+        let (s, _) = admin(&env.app, "POST", &format!("/v1/ihosts/{host}/lock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _) = admin(&env.app, "DELETE", &format!("/v1/labels/{label}"), None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_lose_nothing() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-3").await;
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let app = env.app.clone();
+            let path = format!("/v1/labels/{host}");
+            tasks.push(tokio::spawn(async move {
+                admin(
+                    &app,
+                    "POST",
+                    &path,
+                    Some(json!({ format!("key-{i}"): format!("v{i}") })),
+                )
+                .await
+            }));
+        }
+        for t in tasks {
+            let (s, v) = t.await.unwrap();
+            assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        }
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        let keys: Vec<&str> = v["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["label_key"].as_str().unwrap())
+            .collect();
+        let mut want: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
+        want.sort();
+        assert_eq!(keys, want, "{}", env.name);
+    }
+}
+
+#[tokio::test]
+async fn audit_reapplies_everything() {
+    for env in envs().await {
+        let a = new_host(&env, "compute-a").await;
+        let _b = new_host(&env, "compute-b").await;
+        let (s, _) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{a}"),
+            Some(json!({"zone": "east"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _) = admin(&env.app, "POST", &format!("/v1/ihosts/{a}/unlock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        env.sync.clear();
+        assert_eq!(audit_once(&env.state).await.unwrap(), 2);
+        assert_eq!(
+            env.sync.calls(),
+            vec![
+                SyncCall::ApplyLabels {
+                    hostname: "compute-a".into(),
+                    labels: BTreeMap::from([("zone".into(), "east".into())]),
+                    managed_keys: vec!["zone".into()],
+                },
+                SyncCall::SetLocked {
+                    hostname: "compute-a".into(),
+                    locked: false
+                },
+                SyncCall::ApplyLabels {
+                    hostname: "compute-b".into(),
+                    labels: BTreeMap::new(),
+                    managed_keys: vec![],
+                },
+                SyncCall::SetLocked {
+                    hostname: "compute-b".into(),
+                    locked: true
+                },
+            ]
+        );
+    }
+}
