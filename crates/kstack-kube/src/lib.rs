@@ -1,1 +1,45 @@
 //! The only crate that talks to a Kubernetes API server.
+//!
+//! Everything else describes what it wants in plain values; this crate turns that into API calls
+//! with kube-rs.
+pub mod nodes;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Errors from talking to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no usable Kubernetes configuration: {0} (pass --kubeconfig or set KUBECONFIG)")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("Kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+    #[error("node {0} does not exist")]
+    NodeNotFound(String),
+}
+
+/// A client from an explicit kubeconfig path, else like kubectl: `KUBECONFIG`, `~/.kube/config`,
+/// in-cluster service account.
+pub async fn client(kubeconfig: Option<&str>) -> Result<Client, Error> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
+                path: path.to_string(),
+                source,
+            })?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| Error::Kubeconfig {
+                    path: path.to_string(),
+                    source,
+                })?
+        }
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}

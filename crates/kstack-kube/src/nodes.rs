@@ -1,0 +1,130 @@
+//! Node operations for the host inventory: labels, lock (a NoExecute taint) and delete.
+//!
+//! Lock uses the taint StarlingX uses for a locked host, `services=disabled:NoExecute`: the
+//! controller manager's taint-eviction controller then evicts every pod that does not tolerate it.
+use std::collections::BTreeMap;
+
+use kstack_k8s::api::core::v1::{Node, Pod, Taint};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::Error;
+
+/// The taint a locked host's node carries.
+pub const LOCK_TAINT_KEY: &str = "services";
+pub const LOCK_TAINT_VALUE: &str = "disabled";
+
+/// Node operations on one cluster.
+#[derive(Clone)]
+pub struct Nodes {
+    client: Client,
+}
+
+fn not_found(err: kube::Error, node: &str) -> Error {
+    match err {
+        kube::Error::Api(status) if status.code == 404 => Error::NodeNotFound(node.to_string()),
+        other => Error::Api(other),
+    }
+}
+
+impl Nodes {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    fn api(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Sets `labels` on the node and removes each key of `managed` that `labels` lacks. Other
+    /// labels on the node are left alone.
+    pub async fn apply_labels(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, String>,
+        managed: &[String],
+    ) -> Result<(), Error> {
+        let mut patch = serde_json::Map::new();
+        for key in managed {
+            if !labels.contains_key(key) {
+                patch.insert(key.clone(), serde_json::Value::Null);
+            }
+        }
+        for (k, v) in labels {
+            patch.insert(k.clone(), json!(v));
+        }
+        if patch.is_empty() {
+            return Ok(());
+        }
+        let body = json!({"metadata": {"labels": patch}});
+        self.api()
+            .patch(node, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|e| not_found(e, node))?;
+        Ok(())
+    }
+
+    /// Adds (locked) or removes (unlocked) the lock taint, keeping every other taint. The
+    /// read-modify-write is guarded by the node's resourceVersion, so a concurrent change to the
+    /// taints makes this fail instead of losing that change.
+    pub async fn set_locked(&self, node: &str, locked: bool) -> Result<(), Error> {
+        let current = self.api().get(node).await.map_err(|e| not_found(e, node))?;
+        let mut taints: Vec<Taint> = current
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        let has = taints
+            .iter()
+            .any(|t| t.key == LOCK_TAINT_KEY && t.effect == "NoExecute");
+        if has == locked {
+            return Ok(());
+        }
+        taints.retain(|t| !(t.key == LOCK_TAINT_KEY && t.effect == "NoExecute"));
+        if locked {
+            taints.push(Taint {
+                key: LOCK_TAINT_KEY.into(),
+                value: Some(LOCK_TAINT_VALUE.into()),
+                effect: "NoExecute".into(),
+                time_added: None,
+            });
+        }
+        let body = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"taints": taints, "unschedulable": locked},
+        });
+        self.api()
+            .patch(node, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|e| not_found(e, node))?;
+        Ok(())
+    }
+
+    /// Deletes every pod bound to the node, then the node. A node that is already gone is fine.
+    pub async fn delete(&self, node: &str) -> Result<(), Error> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let bound = pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await?;
+        for pod in bound {
+            let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
+                continue;
+            };
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            match api
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match self.api().delete(node, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
