@@ -63,6 +63,11 @@ pub fn fill<R: RngCore + CryptoRng>(text: &str, rng: &mut R) -> Result<Filled, V
     fill_with_bits(text, rng, RSA_BITS)
 }
 
+/// [`fill`] with the operating system's random number generator.
+pub fn fill_os_rng(text: &str) -> Result<Filled, Vec<Diag>> {
+    fill(text, &mut rand::rngs::OsRng)
+}
+
 pub(crate) fn fill_with_bits<R: RngCore + CryptoRng>(
     text: &str,
     rng: &mut R,

@@ -102,6 +102,7 @@ pub fn load_globals(text: &str) -> (Option<Globals>, Vec<Diag>) {
                 }
                 diags.push(d);
             }
+            diags.sort_by_key(|d| (d.line, d.column));
             (None, diags)
         }
     }

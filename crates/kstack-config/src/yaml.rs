@@ -47,14 +47,39 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
                     "this is not valid YAML (the line is not shown because it may hold a secret)"
                         .into();
             } else {
-                diag.message = format!("this is not valid YAML: {}", err.without_snippet());
-                if let Some(span) = span_of(&loc) {
+                let msg = err.without_snippet().to_string();
+                // The location is shown separately; drop the parser's own "at line .." suffix.
+                let msg = match msg.rfind(" at line ") {
+                    Some(i) => msg[..i].to_owned(),
+                    None => msg,
+                };
+                diag.message = format!("this is not valid YAML: {msg}");
+                if let Some(span) = span_of(&loc).or_else(|| span_from_line_col(text, &loc)) {
                     diag = diag.snippet(text, span, "here");
                 }
             }
             Err(vec![diag])
         }
     }
+}
+
+/// A one-character span at a line/column, for locations without byte offsets.
+fn span_from_line_col(text: &str, loc: &Location) -> Option<miette::SourceSpan> {
+    let (line, col) = (loc.line() as usize, loc.column() as usize);
+    if line == 0 {
+        return None;
+    }
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line - 1)
+        .map(str::len)
+        .sum();
+    let line_text = text[start..].split('\n').next().unwrap_or("");
+    let offset = line_text
+        .char_indices()
+        .nth(col.saturating_sub(1))
+        .map_or(line_text.len(), |(i, _)| i);
+    Some(miette::SourceSpan::new((start + offset).into(), 1))
 }
 
 pub(crate) fn span_of(loc: &Location) -> Option<miette::SourceSpan> {
