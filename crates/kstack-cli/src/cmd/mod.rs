@@ -4,19 +4,27 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod catalog;
+pub mod config;
 pub mod dev;
+pub mod inventory;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The local Kubernetes control plane for tests and the all-in-one deployment.
     Dev(dev::Args),
     #[command(flatten)]
+    Config(config::ConfigCommand),
+    #[command(flatten)]
     Catalog(catalog::CatalogCommand),
+    #[command(flatten)]
+    Inventory(inventory::InventoryCommand),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Dev(args) => dev::run(args),
+        Command::Config(command) => config::run(command),
         Command::Catalog(command) => catalog::run(command),
+        Command::Inventory(command) => inventory::run(command),
     }
 }

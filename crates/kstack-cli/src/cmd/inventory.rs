@@ -1,0 +1,429 @@
+//! The host inventory: `kstack inventory serve` runs the service; the `host-*` commands talk to it.
+//!
+//! Client commands find the service at `--url` (default `$KSTACK_INVENTORY_URL`, else
+//! http://127.0.0.1:6385) and authenticate with `--token` (default `$KSTACK_INVENTORY_TOKEN`).
+//! A host is named by hostname or UUID.
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use kstack_inventory::model::{Host, HostList, Label, LabelList};
+use kstack_inventory::{NodeSync, Role, ServeConfig};
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct Client {
+    /// Inventory service URL.
+    #[arg(
+        long,
+        env = "KSTACK_INVENTORY_URL",
+        default_value = "http://127.0.0.1:6385",
+        global = true
+    )]
+    url: String,
+    /// Bearer token.
+    #[arg(
+        long,
+        env = "KSTACK_INVENTORY_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    token: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum InventoryCommand {
+    /// The host inventory service.
+    Inventory {
+        #[command(subcommand)]
+        action: Serve,
+    },
+    /// Add a host.
+    #[command(after_help = "Example:\n  kstack host-add compute-4 --personality compute")]
+    HostAdd {
+        hostname: String,
+        #[arg(long, value_parser = ["controller", "compute", "storage"])]
+        personality: String,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// List hosts.
+    #[command(after_help = "Example:\n  kstack host-list")]
+    HostList {
+        #[command(flatten)]
+        client: Client,
+    },
+    /// Lock a host: its node gets the NoExecute taint services=disabled and its pods are evicted.
+    #[command(after_help = "Example:\n  kstack host-lock compute-4")]
+    HostLock {
+        host: String,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// Unlock a host.
+    #[command(after_help = "Example:\n  kstack host-unlock compute-4")]
+    HostUnlock {
+        host: String,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// Delete a host; its node and everything bound to it are deleted.
+    #[command(after_help = "Example:\n  kstack host-delete compute-4")]
+    HostDelete {
+        host: String,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// Assign labels (KEY=VALUE ...) to a host.
+    #[command(
+        after_help = "Example:\n  kstack host-label-assign compute-4 rack=r12 kstack.io/role-compute=true --overwrite"
+    )]
+    HostLabelAssign {
+        host: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// Replace the value of a key the host already has.
+        #[arg(long)]
+        overwrite: bool,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// List a host's labels.
+    #[command(after_help = "Example:\n  kstack host-label-list compute-4")]
+    HostLabelList {
+        host: String,
+        #[command(flatten)]
+        client: Client,
+    },
+    /// Remove labels (by key) from a host.
+    #[command(after_help = "Example:\n  kstack host-label-remove compute-4 rack")]
+    HostLabelRemove {
+        host: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+        #[command(flatten)]
+        client: Client,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Serve {
+    /// Run the inventory service.
+    #[command(
+        after_help = "Example:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db"
+    )]
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:6385")]
+        listen: SocketAddr,
+        /// postgres://... or a SQLite file (created if missing).
+        #[arg(
+            long,
+            env = "KSTACK_INVENTORY_DATABASE",
+            default_value = "kstack-inventory.db"
+        )]
+        database: String,
+        /// YAML map of bearer token to role (admin or reader).
+        #[arg(long)]
+        tokens: std::path::PathBuf,
+        /// Kubeconfig of the cluster whose nodes follow the inventory (default: like kubectl).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<String>,
+        /// Seconds between audits that repair drift between the inventory and the nodes.
+        #[arg(long, default_value_t = 60)]
+        audit_interval: u64,
+    },
+}
+
+/// Sends committed inventory changes to the Kubernetes nodes.
+struct KubeSync(kstack_kube::nodes::Nodes);
+
+#[async_trait::async_trait]
+impl NodeSync for KubeSync {
+    async fn apply_labels(
+        &self,
+        hostname: &str,
+        labels: &BTreeMap<String, String>,
+        managed_keys: &[String],
+    ) -> Result<(), String> {
+        self.0
+            .apply_labels(hostname, labels, managed_keys)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String> {
+        self.0
+            .set_locked(hostname, locked)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn delete_node(&self, hostname: &str) -> Result<(), String> {
+        self.0.delete(hostname).await.map_err(|e| e.to_string())
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+pub fn run(command: InventoryCommand) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(run_async(command))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
+    match command {
+        InventoryCommand::Inventory {
+            action:
+                Serve::Serve {
+                    listen,
+                    database,
+                    tokens,
+                    kubeconfig,
+                    audit_interval,
+                },
+        } => {
+            let text = std::fs::read_to_string(&tokens)
+                .with_context(|| format!("reading {}", tokens.display()))?;
+            let tokens: BTreeMap<String, Role> = serde_saphyr::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: expected a map of token to role (admin or reader): {}",
+                    tokens.display(),
+                    redact(&e.to_string(), &text)
+                )
+            })?;
+            let client = kstack_kube::client(kubeconfig.as_deref()).await?;
+            let sync = Arc::new(KubeSync(kstack_kube::nodes::Nodes::new(client)));
+            eprintln!("kstack inventory: listening on http://{listen}");
+            kstack_inventory::serve(ServeConfig {
+                listen,
+                database_url: database,
+                tokens,
+                audit_interval: Duration::from_secs(audit_interval),
+                sync,
+            })
+            .await?;
+            Ok(())
+        }
+        InventoryCommand::HostAdd {
+            hostname,
+            personality,
+            client,
+        } => {
+            let host: Host = call(
+                &client,
+                reqwest::Method::POST,
+                "/v1/ihosts",
+                Some(json!({"hostname": hostname, "personality": personality})),
+            )
+            .await?;
+            print_hosts(&[host]);
+            Ok(())
+        }
+        InventoryCommand::HostList { client } => {
+            let list: HostList = call(&client, reqwest::Method::GET, "/v1/ihosts", None).await?;
+            print_hosts(&list.ihosts);
+            Ok(())
+        }
+        InventoryCommand::HostLock { host, client } => lock(&client, &host, "lock").await,
+        InventoryCommand::HostUnlock { host, client } => lock(&client, &host, "unlock").await,
+        InventoryCommand::HostDelete { host, client } => {
+            let uuid = resolve(&client, &host).await?;
+            call::<serde_json::Value>(
+                &client,
+                reqwest::Method::DELETE,
+                &format!("/v1/ihosts/{uuid}"),
+                None,
+            )
+            .await?;
+            eprintln!("deleted host {host}");
+            Ok(())
+        }
+        InventoryCommand::HostLabelAssign {
+            host,
+            labels,
+            overwrite,
+            client,
+        } => {
+            let uuid = resolve(&client, &host).await?;
+            let mut body = serde_json::Map::new();
+            for l in &labels {
+                let Some((k, v)) = l.split_once('=') else {
+                    bail!("label '{l}' is not KEY=VALUE")
+                };
+                body.insert(k.to_string(), json!(v));
+            }
+            let path = format!(
+                "/v1/labels/{uuid}{}",
+                if overwrite { "?overwrite=true" } else { "" }
+            );
+            let list: LabelList = call(
+                &client,
+                reqwest::Method::POST,
+                &path,
+                Some(serde_json::Value::Object(body)),
+            )
+            .await?;
+            print_labels(&list.labels);
+            Ok(())
+        }
+        InventoryCommand::HostLabelList { host, client } => {
+            let uuid = resolve(&client, &host).await?;
+            let list: LabelList = call(
+                &client,
+                reqwest::Method::GET,
+                &format!("/v1/ihosts/{uuid}/labels"),
+                None,
+            )
+            .await?;
+            print_labels(&list.labels);
+            Ok(())
+        }
+        InventoryCommand::HostLabelRemove { host, keys, client } => {
+            let uuid = resolve(&client, &host).await?;
+            let list: LabelList = call(
+                &client,
+                reqwest::Method::GET,
+                &format!("/v1/ihosts/{uuid}/labels"),
+                None,
+            )
+            .await?;
+            for key in &keys {
+                let Some(label) = list.labels.iter().find(|l| &l.label_key == key) else {
+                    bail!("host {host} has no label {key}")
+                };
+                call::<serde_json::Value>(
+                    &client,
+                    reqwest::Method::DELETE,
+                    &format!("/v1/labels/{}", label.uuid),
+                    None,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Never echo the tokens file's content in an error: it holds secrets.
+fn redact(message: &str, secret_text: &str) -> String {
+    let mut out = message.to_string();
+    for word in secret_text
+        .split(|c: char| c.is_whitespace() || c == ':')
+        .filter(|w| w.len() >= 8)
+    {
+        out = out.replace(word, "<redacted>");
+    }
+    out
+}
+
+async fn lock(client: &Client, host: &str, action: &str) -> anyhow::Result<()> {
+    let uuid = resolve(client, host).await?;
+    let h: Host = call(
+        client,
+        reqwest::Method::POST,
+        &format!("/v1/ihosts/{uuid}/{action}"),
+        None,
+    )
+    .await?;
+    print_hosts(&[h]);
+    Ok(())
+}
+
+async fn resolve(client: &Client, host: &str) -> anyhow::Result<String> {
+    let list: HostList = call(client, reqwest::Method::GET, "/v1/ihosts", None).await?;
+    list.ihosts
+        .into_iter()
+        .find(|h| h.hostname == host || h.uuid == host)
+        .map(|h| h.uuid)
+        .with_context(|| format!("no host named {host} in the inventory (see kstack host-list)"))
+}
+
+async fn call<T: serde::de::DeserializeOwned>(
+    client: &Client,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<T> {
+    let token = client
+        .token
+        .as_deref()
+        .context("no inventory token: pass --token or set KSTACK_INVENTORY_TOKEN")?;
+    let url = format!("{}{path}", client.url.trim_end_matches('/'));
+    let mut req = reqwest::Client::new()
+        .request(method, &url)
+        .bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("could not reach the inventory service at {}", client.url))?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        let msg = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or(text);
+        bail!("inventory service answered {status}: {msg}");
+    }
+    let text = if text.is_empty() {
+        "null".to_string()
+    } else {
+        text
+    };
+    serde_json::from_str(&text).with_context(|| format!("unexpected answer from {url}"))
+}
+
+fn print_hosts(hosts: &[Host]) {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING).set_header([
+        "UUID",
+        "HOSTNAME",
+        "PERSONALITY",
+        "ADMINISTRATIVE",
+        "OPERATIONAL",
+    ]);
+    for h in hosts {
+        let s = |v: &dyn erased::Ser| v.text();
+        t.add_row([
+            h.uuid.clone(),
+            h.hostname.clone(),
+            s(&h.personality),
+            s(&h.administrative),
+            s(&h.operational),
+        ]);
+    }
+    println!("{t}");
+}
+
+fn print_labels(labels: &[Label]) {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_header(["UUID", "KEY", "VALUE"]);
+    for l in labels {
+        t.add_row([l.uuid.clone(), l.label_key.clone(), l.label_value.clone()]);
+    }
+    println!("{t}");
+}
+
+mod erased {
+    /// The lowercase wire name of an enum value, as the API spells it.
+    pub trait Ser {
+        fn text(&self) -> String;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn text(&self) -> String {
+            serde_json::to_value(self)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        }
+    }
+}
