@@ -1,0 +1,149 @@
+//! `kstack init`, `kstack genpwd`, `kstack validate`: creating, completing and checking a config
+//! directory (globals.yml, passwords.yml, config/).
+//!
+//! Exit codes: 0 valid / done, 1 IO failure, 2 invalid input files.
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use kstack_config::{Diag, fs, genpwd, passwords, templates};
+
+/// Where the config directory is: `--config-dir`, else $KSTACK_CONFIG_DIR, else /etc/kstack.
+#[derive(Debug, clap::Args)]
+pub struct ConfigDir {
+    /// The config directory holding globals.yml, passwords.yml and config/.
+    #[arg(
+        long,
+        env = "KSTACK_CONFIG_DIR",
+        default_value = "/etc/kstack",
+        value_name = "DIR"
+    )]
+    config_dir: PathBuf,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Create a config directory: a commented globals.yml, an empty passwords.yml and config/.
+    #[command(
+        after_help = "Examples:\n  kstack init ./mycloud\n  KSTACK_CONFIG_DIR=/etc/kstack kstack init\n\nExisting files are never overwritten."
+    )]
+    Init {
+        /// Directory to create (default: the config directory).
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        dir_opt: ConfigDir,
+    },
+    /// Fill the empty values of passwords.yml (set values are never changed).
+    #[command(
+        after_help = "Examples:\n  kstack genpwd --config-dir ./mycloud\n\nSSH keys get RSA 4096 key pairs, *_uuid keys UUIDs, the rest 40 random letters and digits.\nThe file is written with mode 0640."
+    )]
+    Genpwd {
+        #[command(flatten)]
+        dir_opt: ConfigDir,
+    },
+    /// Check globals.yml, passwords.yml and config/; print every warning and error.
+    #[command(
+        after_help = "Examples:\n  kstack validate --config-dir ./mycloud\n\nExit codes: 0 valid (warnings allowed), 2 invalid input, 1 the files could not be read."
+    )]
+    Validate {
+        #[command(flatten)]
+        dir_opt: ConfigDir,
+    },
+}
+
+pub fn run(command: ConfigCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ConfigCommand::Init { dir, dir_opt } => init(&dir.unwrap_or(dir_opt.config_dir)),
+        ConfigCommand::Genpwd { dir_opt } => genpwd_cmd(&dir_opt.config_dir),
+        ConfigCommand::Validate { dir_opt } => validate(&dir_opt.config_dir),
+    }
+}
+
+fn report(diags: &[Diag]) {
+    for d in diags {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+}
+
+fn init(dir: &Path) -> anyhow::Result<ExitCode> {
+    let files = [
+        (
+            dir.join(kstack_config::GLOBALS_FILE),
+            templates::GLOBALS_YML.to_owned(),
+            0o644,
+        ),
+        (dir.join(passwords::FILE), templates::passwords_yml(), 0o640),
+        (
+            dir.join("config/README.md"),
+            templates::CONFIG_README.to_owned(),
+            0o644,
+        ),
+    ];
+    // Check everything first so that init either writes all files or none.
+    for (path, _, _) in &files {
+        if path.exists() {
+            anyhow::bail!(
+                "{} already exists; kstack init never overwrites files",
+                path.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir.join("config"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    for (path, text, mode) in &files {
+        fs::create_new(path, text.as_bytes(), *mode)?;
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!(
+        "next: edit {}, then run `kstack genpwd --config-dir {}`",
+        files[0].0.display(),
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn genpwd_cmd(dir: &Path) -> anyhow::Result<ExitCode> {
+    let path = dir.join(passwords::FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    match genpwd::fill_os_rng(&text) {
+        Ok(filled) => {
+            if filled.generated.is_empty() {
+                eprintln!(
+                    "{}: nothing to generate, every value is set",
+                    path.display()
+                );
+            } else {
+                fs::write_passwords(dir, &filled.text)?;
+                eprintln!(
+                    "{}: generated {} values: {}",
+                    path.display(),
+                    filled.generated.len(),
+                    filled.generated.join(", ")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(diags) => {
+            report(&diags);
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn validate(dir: &Path) -> anyhow::Result<ExitCode> {
+    let loaded = fs::load_dir(dir)?;
+    report(&loaded.diagnostics);
+    let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = loaded.diagnostics.len() - errors;
+    if errors > 0 {
+        eprintln!(
+            "{}: invalid ({errors} errors, {warnings} warnings)",
+            dir.display()
+        );
+        Ok(ExitCode::from(2))
+    } else {
+        println!("{}: valid ({warnings} warnings)", dir.display());
+        Ok(ExitCode::SUCCESS)
+    }
+}

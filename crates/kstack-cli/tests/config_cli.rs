@@ -1,0 +1,109 @@
+//! Runs the built `kstack` binary on a temporary config directory: init, genpwd, validate.
+use std::process::Command;
+
+fn kstack(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kstack"))
+        .args(args)
+        .env_remove("KSTACK_CONFIG_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kstack")
+}
+
+#[test]
+fn init_genpwd_validate_then_broken_globals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+
+    let out = kstack(&["init", d]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("globals.yml").exists() && dir.join("config/README.md").exists());
+
+    // Before genpwd, validation fails and says what to do.
+    let out = kstack(&["validate", "--config-dir", d]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("kstack genpwd"), "{stderr}");
+
+    // init refuses to overwrite.
+    let out = kstack(&["init", "--config-dir", d]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+
+    let out = kstack(&["genpwd", "--config-dir", d]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("passwords.yml"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o640);
+    }
+    let pw = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
+    assert!(pw.contains("-----BEGIN PRIVATE KEY-----") && pw.contains("public_key: ssh-rsa AAAA"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kstack"))
+        .arg("validate")
+        .env("KSTACK_CONFIG_DIR", d)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid (0 warnings)"));
+
+    // A second genpwd changes nothing.
+    let out = kstack(&["genpwd", "--config-dir", d]);
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("passwords.yml")).unwrap(),
+        pw
+    );
+
+    std::fs::write(
+        dir.join("globals.yml"),
+        "---\nkolla_base_distro: rocky\nenable_nova: maybe\n",
+    )
+    .unwrap();
+    let out = kstack(&["validate", "--config-dir", d]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("globals.yml:3:"), "{stderr}");
+    assert!(
+        stderr.contains("enable_nova") && stderr.contains("maybe"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(
+            pw.lines()
+                .find(|l| l.starts_with("database_password"))
+                .unwrap()
+        )
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    for cmd in ["init", "genpwd", "validate"] {
+        let out = kstack(&[cmd, "--help"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Examples:") && text.contains("--config-dir"),
+            "{cmd}: {text}"
+        );
+    }
+}
