@@ -233,10 +233,8 @@ async fn update_and_sync(
 ) -> Result<Json<Host>, Error> {
     let (before, after) = state.store.update_host(uuid, patch).await?;
     if before.hostname != after.hostname {
-        // The node under the old name is not ours any more; the new one gets everything.
-        if let Err(e) = state.sync.delete_node(&before.hostname).await {
-            tracing::warn!(host = %before.hostname, error = %e, "node delete after rename failed");
-        }
+        // The node under the old name is left alone (deleting a node is never a side
+        // effect of a PATCH); the node under the new name gets the full state.
         sync_locked(state, &after).await;
         sync_labels(state, &after).await;
     } else if before.administrative != after.administrative {
@@ -392,6 +390,10 @@ async fn not_found() -> Error {
     Error::NotFound("no such route".to_string())
 }
 
+async fn method_not_allowed() -> Error {
+    Error::MethodNotAllowed
+}
+
 /// The service's routes, with auth and the body limit.
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -409,6 +411,7 @@ pub fn router(state: AppState) -> Router {
             post(assign_labels).delete(delete_label),
         )
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .with_state(state)

@@ -19,6 +19,8 @@ pub enum Error {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    #[error("method not allowed on this path")]
+    MethodNotAllowed,
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
     #[error("database error: {0}")]
@@ -51,6 +53,7 @@ impl Error {
             Error::Forbidden => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::Database(_)
             | Error::Migrate(_)

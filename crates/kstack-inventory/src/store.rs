@@ -179,7 +179,15 @@ macro_rules! backend_ops {
             ) -> Result<(HostRow, HostRow), Error> {
                 let mut tx = pool.begin().await?;
                 let before = host_by_uuid(&mut tx, uuid).await?;
-                if let Some(name) = &patch.hostname {
+                if let Some(name) = patch.hostname.as_ref().filter(|n| **n != before.hostname) {
+                    let locked = patch.administrative.map_or(before.locked(), |a| a == Administrative::Locked);
+                    if !locked {
+                        return Err(Error::Conflict(format!(
+                            "cannot rename host {:?} while it is unlocked; lock the host first \
+                             (POST /v1/ihosts/{}/lock), then retry",
+                            before.hostname, before.uuid
+                        )));
+                    }
                     let taken: Option<String> = sqlx::query_scalar(
                         "SELECT uuid FROM hosts WHERE hostname = $1 AND uuid <> $2",
                     )

@@ -160,16 +160,49 @@ async fn host_crud_and_sync() {
         assert_eq!(s, StatusCode::OK);
         assert_eq!(v["ihosts"].as_array().unwrap().len(), 1);
 
+        env.sync.clear();
+        let (s, v) = admin(
+            &env.app,
+            "PATCH",
+            &format!("/v1/ihosts/{uuid}"),
+            Some(json!({"hostname": "compute-00"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["hostname"], "compute-00");
+        assert!(
+            env.sync.calls().contains(&SyncCall::SetLocked {
+                hostname: "compute-00".into(),
+                locked: true
+            }),
+            "rename must sync the new node: {:?}",
+            env.sync.calls()
+        );
         let (s, v) = admin(&env.app, "POST", &format!("/v1/ihosts/{uuid}/unlock"), None).await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(v["administrative"], "unlocked");
+        let rename = admin(
+            &env.app,
+            "PATCH",
+            &format!("/v1/ihosts/{uuid}"),
+            Some(json!({"hostname": "compute-01"})),
+        )
+        .await;
+        assert_error(&env, &rename, StatusCode::CONFLICT, "lock the host first");
+        let wrong_method = admin(&env.app, "PUT", &format!("/v1/ihosts/{uuid}"), None).await;
+        assert_error(
+            &env,
+            &wrong_method,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method",
+        );
         env.sync.clear();
         let (s, _) = admin(&env.app, "DELETE", &format!("/v1/ihosts/{uuid}"), None).await;
         assert_eq!(s, StatusCode::NO_CONTENT);
         assert_eq!(
             env.sync.calls(),
             vec![SyncCall::DeleteNode {
-                hostname: "compute-0".into()
+                hostname: "compute-00".into()
             }]
         );
         let gone = admin(&env.app, "GET", &format!("/v1/ihosts/{uuid}"), None).await;
