@@ -1,7 +1,8 @@
 //! `kstack services` and `kstack graph`: the service catalog and its dependency graph.
 //!
-//! For now both use the built-in catalog with every service enabled; globals.yml loading
-//! (which services are on) is wired in separately.
+//! For now both use the built-in catalog (with `--catalog FILE` merged over it) and every
+//! service enabled; globals.yml loading (which services are on) is wired in separately.
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -12,7 +13,9 @@ use serde::Serialize;
 #[derive(Debug, clap::Subcommand)]
 pub enum CatalogCommand {
     /// List the services of the catalog: role, workload kind, images, dependencies.
-    #[command(after_help = "Examples:\n  kstack services\n  kstack services -o yaml")]
+    #[command(
+        after_help = "Examples:\n  kstack services\n  kstack services -o yaml\n  kstack services --catalog /etc/kolla/kstack-catalog.yaml"
+    )]
     Services(ServicesArgs),
     /// Print the dependency graph of the services (an arrow points to the service that waits).
     #[command(
@@ -35,10 +38,19 @@ pub enum GraphFormat {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct CatalogArgs {
+    /// An operator catalog file merged over the built-in catalog by service name.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct ServicesArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Output,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,13 +58,27 @@ pub struct GraphArgs {
     /// Graph language.
     #[arg(long, value_enum, default_value = "dot")]
     pub format: GraphFormat,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+/// The built-in catalog, with the operator file laid over it when one is given.
+fn load(args: &CatalogArgs) -> anyhow::Result<Catalog> {
+    let builtin = Catalog::builtin().context("loading the built-in catalog")?;
+    let Some(path) = &args.catalog else {
+        return Ok(builtin);
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let overlay = Catalog::overlay_from_yaml(&path.display().to_string(), &text)?;
+    Catalog::merge(builtin, overlay)
+        .with_context(|| format!("merging {} over the built-in catalog", path.display()))
 }
 
 pub fn run(command: CatalogCommand) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::builtin().context("loading the built-in catalog")?;
     let out = match command {
-        CatalogCommand::Services(args) => services(&catalog, args.output)?,
-        CatalogCommand::Graph(args) => graph(&catalog, args.format)?,
+        CatalogCommand::Services(args) => services(&load(&args.catalog)?, args.output)?,
+        CatalogCommand::Graph(args) => graph(&load(&args.catalog)?, args.format)?,
     };
     print!("{out}");
     Ok(ExitCode::SUCCESS)
