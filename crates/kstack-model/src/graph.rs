@@ -319,6 +319,26 @@ mod tests {
     }
 
     #[test]
+    fn disabled_services_and_their_edges_are_left_out() {
+        let catalog = Catalog::builtin().unwrap();
+        let g = Graph::from_catalog(&catalog, |name| !name.starts_with("glance"));
+        assert!(!g.nodes().any(|n| n == "glance-api"));
+        let nova_api: Vec<&str> = g.dependencies("nova-api").collect();
+        assert_eq!(
+            nova_api,
+            [
+                "keystone",
+                "mariadb",
+                "memcached",
+                "placement-api",
+                "rabbitmq"
+            ]
+        );
+        assert_eq!(g.find_cycle(), None);
+        assert_eq!(g.nodes().count(), 24);
+    }
+
+    #[test]
     fn empty_graph() {
         let g = Graph::default();
         assert_eq!(g.levels().unwrap(), Vec::<Vec<String>>::new());
