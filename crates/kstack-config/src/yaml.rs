@@ -46,6 +46,10 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
                 diag.message =
                     "this is not valid YAML (the line is not shown because it may hold a secret)"
                         .into();
+                diag.help = Some(format!(
+                    "{file} must be a YAML mapping of `name: value` lines; look at this position for \
+                     a key that appears twice, wrong indentation or an unclosed quote"
+                ));
             } else {
                 let msg = err.without_snippet().to_string();
                 // The location is shown separately; drop the parser's own "at line .." suffix.
