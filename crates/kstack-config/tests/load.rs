@@ -132,3 +132,31 @@ fn valid_directory_loads() {
         Some("pw-database_password")
     );
 }
+
+#[test]
+fn overrides_are_kept_and_must_be_text() {
+    let mut s = sources(
+        "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",
+        "",
+    );
+    s.overrides
+        .insert("nova.conf".into(), b"[DEFAULT]\ndebug = True\n".to_vec());
+    let loaded = load(&s);
+    assert!(
+        loaded.diagnostics.is_empty(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    assert_eq!(
+        loaded.config.unwrap().overrides["nova.conf"],
+        b"[DEFAULT]\ndebug = True\n"
+    );
+    s.overrides
+        .insert("neutron/ml2_conf.ini".into(), vec![0xff, 0xfe]);
+    let loaded = load(&s);
+    let out = render_plain(&loaded.diagnostics);
+    assert!(
+        loaded.has_errors() && out.contains("config/neutron/ml2_conf.ini: the file is not UTF-8"),
+        "{out}"
+    );
+}
