@@ -14,6 +14,14 @@ cargo test --workspace --exclude kstack-e2e
 
 echo "== end-to-end tests on the local control plane"
 export KSTACK_DEV_DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev-test}
+# A cluster of its own on free ports, so a developer's running `kstack dev up` is left alone.
+free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -z "${KSTACK_DEV_PORT_BASE:-}" ]; then
+  for base in $(seq 26440 10 26940); do
+    ok=1; for off in 0 1 2 3 4 5; do free $((base + off)) || { ok=0; break; }; done
+    if [ $ok = 1 ]; then export KSTACK_DEV_PORT_BASE=$base; break; fi
+  done
+fi
 trap 'bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
 bash hack/devcluster.sh down >/dev/null 2>&1 || true
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
