@@ -13,17 +13,19 @@ CACHE=${KSTACK_CACHE_DIR:-$HOME/.cache/kstack}
 OUT="$CACHE/bin/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION-kwok-v$KWOK_VERSION"
 
 die() { echo "kstack dev: $*" >&2; exit 1; }
-command -v go >/dev/null 2>&1 || die "the Go toolchain is missing: install Go >= 1.26 (https://go.dev/doc/install) and put 'go' on PATH"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-GOVER=$(go env GOVERSION | sed 's/^go//')
-case "$GOVER" in 1.2[6-9]*|1.[3-9]*) ;; *) die "Go $GOVER is too old: Kubernetes v$K8S_VERSION and kwok v$KWOK_VERSION need Go >= 1.26";; esac
 
 # runs() proves a binary works: every binary answers --version, kubectl answers "version --client".
-runs() { if [ "$(basename "$1")" = kubectl ]; then "$1" version --client >/dev/null 2>&1; else "$1" --version >/dev/null 2>&1; fi; }
+runs() { [ "$(head -c4 "$1" 2>/dev/null | tr -d '\0')" = $'\x7fELF' ] || return 1
+  if [ "$(basename "$1")" = kubectl ]; then "$1" version --client >/dev/null 2>&1; else "$1" --version >/dev/null 2>&1; fi; }
 have() { [ -x "$OUT/$1" ] && runs "$OUT/$1"; }
 want=()
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do have "$b" || want+=("$b"); done
+[ -f "$OUT/kwok-stages/pod/fast/pod-ready.yaml" ] || want+=(kwok-stages)
 if [ ${#want[@]} -eq 0 ]; then echo "$OUT"; exit 0; fi
+command -v go >/dev/null 2>&1 || die "${want[*]} missing or broken in $OUT and the Go toolchain is missing to build them: install Go >= 1.26 (https://go.dev/doc/install) and put 'go' on PATH"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+GOVER=$(go env GOVERSION | sed 's/^go//')
+case "$GOVER" in 1.2[6-9]*|1.[3-9]*) ;; *) die "Go $GOVER is too old: Kubernetes v$K8S_VERSION and kwok v$KWOK_VERSION need Go >= 1.26";; esac
 echo "kstack dev: building ${want[*]} into $OUT (first run only; this takes a while)" >&2
 
 mkdir -p "$OUT"
@@ -63,7 +65,15 @@ if need kwok; then
   GOBIN="$STAGE" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
 fi
 
+if need kwok-stages; then # kwok's stage definitions, so starting a cluster needs no Go toolchain
+  go mod download "sigs.k8s.io/kwok@v$KWOK_VERSION" >/dev/null
+  SRC=$(go env GOMODCACHE)/sigs.k8s.io/kwok@v$KWOK_VERSION/kustomize/stage
+  rm -rf "$OUT/kwok-stages" && cp -r "$SRC" "$STAGE/kwok-stages" && chmod -R u+w "$STAGE/kwok-stages" && mv "$STAGE/kwok-stages" "$OUT/kwok-stages"
+  want=("${want[@]/kwok-stages}")
+fi
+
 for b in "${want[@]}"; do
+  [ -n "$b" ] || continue
   [ -x "$STAGE/$b" ] || die "the build did not produce $b (see the go output above)"
   runs "$STAGE/$b" || die "built $b does not run: $("$STAGE/$b" --version 2>&1 | tail -1)"
   mv -f "$STAGE/$b" "$OUT/$b"

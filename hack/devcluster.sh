@@ -106,9 +106,7 @@ KC
 }
 
 stages() { # kwok's fast stages, with per-pod delays read from labels, plus kstack's failure stages
-  local S
-  S=$(go env GOMODCACHE)/sigs.k8s.io/kwok@v${KSTACK_KWOK_VERSION:-0.8.0}/kustomize/stage
-  [ -d "$S" ] || die "kwok's stage files are missing from the Go module cache ($S): run hack/build-k8s.sh"
+  local S=$1/kwok-stages
   {
     cat "$S/node/fast/node-initialize.yaml"; echo '---'
     cat "$S/node/heartbeat/node-heartbeat.yaml"; echo '---'
@@ -177,7 +175,7 @@ cmd_up() {
   BIN=$(bash "$HERE/build-k8s.sh") || die "building the control plane failed (see above)"
   mkdir -p "$DIR/logs" "$DIR/pids"
   rm -rf "$DIR/etcd-data"
-  pki; kubeconfig; stages
+  pki; kubeconfig; stages "$BIN"
   trap 'say "interrupted; stopping"; stop_all; exit 1' INT TERM
   local P=$DIR/pki t0=$SECONDS
 

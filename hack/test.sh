@@ -12,6 +12,9 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== unit, snapshot and CLI tests"
 cargo test --workspace --exclude kstack-e2e
 
+echo "== local control plane failure behaviour"
+bash hack/test-devcluster-failures.sh
+
 echo "== end-to-end tests on the local control plane"
 export KSTACK_DEV_DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev-test}
 # A cluster of its own on free ports, so a developer's running `kstack dev up` is left alone.
