@@ -202,3 +202,45 @@ fn is_ready(pod: &Pod) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+#[tokio::test]
+async fn crash_label_makes_pod_crash_loop() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TempNamespace::new(&client, "e2e-crash").await?;
+    let pods: Api<Pod> = Api::namespaced(client, &ns.name);
+    let mut pod: Pod =
+        serde_json::from_value(pod_spec(&[("kstack.io/dev-ready", "crash")], "crashy"))?;
+    pod.metadata.name = Some("crashy".into());
+    pods.create(&PostParams::default(), &pod).await?;
+    let crashing = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref())
+            == Some("CrashLoopBackOff")
+    };
+    wait(&pods, "crashy", crashing).await?;
+    assert!(!is_ready(&pods.get("crashy").await?));
+    Ok(())
+}
+
+#[tokio::test]
+async fn ready_delay_label_delays_readiness() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TempNamespace::new(&client, "e2e-delay").await?;
+    let pods: Api<Pod> = Api::namespaced(client, &ns.name);
+    let mut pod: Pod =
+        serde_json::from_value(pod_spec(&[("kstack.io/dev-ready-delay", "3s")], "slow"))?;
+    pod.metadata.name = Some("slow".into());
+    let start = std::time::Instant::now();
+    pods.create(&PostParams::default(), &pod).await?;
+    wait(&pods, "slow", conditions::is_pod_running()).await?;
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(2500),
+        "pod became ready after {elapsed:?}, before its 3s delay"
+    );
+    Ok(())
+}
