@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod config;
 pub mod dev;
 pub mod inventory;
+pub mod template;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -18,6 +19,8 @@ pub enum Command {
     Catalog(catalog::CatalogCommand),
     #[command(flatten)]
     Inventory(inventory::InventoryCommand),
+    /// Render the Kubernetes objects of a config directory (no cluster needed).
+    Template(template::Args),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -26,5 +29,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Config(command) => config::run(command),
         Command::Catalog(command) => catalog::run(command),
         Command::Inventory(command) => inventory::run(command),
+        Command::Template(args) => template::run(args),
     }
 }

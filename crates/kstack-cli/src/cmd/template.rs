@@ -1,0 +1,95 @@
+//! `kstack template`: render the Kubernetes objects of a config directory without a cluster.
+//!
+//! Exit codes: 0 rendered, 1 IO failure (reading the config, writing the output), 2 invalid
+//! config (every diagnostic is printed) or unknown `--service`.
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use kstack_config::fs;
+use kstack_model::catalog::Catalog;
+use kstack_render::{Rendered, kubernetes};
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n\nOnly the Kolla config.json of each container is rendered into ConfigMaps for now;\nthe OpenStack config files themselves are not rendered yet.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
+)]
+pub struct Args {
+    /// The config directory holding globals.yml, passwords.yml and config/.
+    #[arg(
+        long,
+        env = "KSTACK_CONFIG_DIR",
+        default_value = "/etc/kstack",
+        value_name = "DIR"
+    )]
+    pub config_dir: PathBuf,
+    /// Render only the objects of this catalog service (e.g. keystone, nova-api).
+    #[arg(long, value_name = "SERVICE")]
+    pub service: Option<String>,
+    /// `yaml` (a `---` separated stream), `json` (a v1 List), or a directory to write one YAML
+    /// file per object into (created if missing).
+    #[arg(short, long, default_value = "yaml", value_name = "yaml|json|DIR")]
+    pub output: String,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let loaded = fs::load_dir(&args.config_dir)?;
+    for d in &loaded.diagnostics {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+    let Some(config) = loaded
+        .config
+        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()))
+    else {
+        eprintln!(
+            "{}: invalid config, nothing rendered",
+            args.config_dir.display()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let catalog = Catalog::builtin().context("loading the built-in catalog")?;
+    let mut rendered = kubernetes::render(&catalog, &config.globals);
+    if let Some(service) = &args.service {
+        if !catalog.services.contains_key(service) {
+            eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
+            return Ok(ExitCode::from(2));
+        }
+        rendered = rendered.only_service(service);
+        if rendered.objects.is_empty() {
+            eprintln!(
+                "warning: service `{service}` is not enabled in globals.yml; nothing rendered"
+            );
+        }
+    }
+    match args.output.as_str() {
+        "yaml" => write_stdout(&rendered.to_yaml())?,
+        "json" => write_stdout(&rendered.to_json())?,
+        dir => write_dir(&rendered, Path::new(dir))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+/// One file per object, prefixed with its position so `ls` shows the apply order.
+fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (i, o) in rendered.objects.iter().enumerate() {
+        let path = dir.join(format!("{i:03}-{}", o.file_name("yaml")));
+        std::fs::write(&path, o.to_yaml())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!(
+        "wrote {} objects to {}",
+        rendered.objects.len(),
+        dir.display()
+    );
+    Ok(())
+}
