@@ -8,8 +8,8 @@
 //!   image with its own `dumb-init`/`kolla_start` entrypoint (no `command`), env
 //!   `KOLLA_CONFIG_STRATEGY` and `KOLLA_SERVICE_NAME`, probes from the catalog health check;
 //! - a Service (headless for a StatefulSet);
-//! - a PersistentVolumeClaim per persistent volume of a non-StatefulSet workload
-//!   (StatefulSets get `volumeClaimTemplates`);
+//! - a PersistentVolumeClaim per persistent volume (StatefulSets also get
+//!   `volumeClaimTemplates`; their rendered claim is replica 0's, for the bootstrap Job);
 //! - per container an immutable, content-hash named ConfigMap holding only Kolla's
 //!   `config.json`, mounted read-only at `/var/lib/kolla/config_files`;
 //! - a Job per `kolla_bootstrap` bootstrap task (same image and config mount, `KOLLA_BOOTSTRAP=""`).
@@ -384,16 +384,22 @@ fn render_service(globals: &Globals, name: &str, service: &catalog::Service) -> 
     let is_sts = service.kind == WorkloadKind::StatefulSet;
 
     // Persistent volumes outside a StatefulSet: one claim each, named <service>-<volume>.
+    // For a StatefulSet the claim of replica 0 (`<volume>-<service>-0`, the name the
+    // StatefulSet controller would give it, so it adopts it) is rendered too: the bootstrap Job
+    // runs before the StatefulSet exists and must find the claim to write the data volume.
     let claim = |v: &catalog::Volume| Some(format!("{name}-{}", v.name));
-    if !is_sts {
-        for v in &service.volumes {
-            if let VolumeKind::PersistentClaim { size } = &v.kind {
-                out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
-                    metadata: meta(globals, &format!("{name}-{}", v.name), labels(name, "data")),
-                    spec: Some(pvc_spec(globals, size)),
-                    ..Default::default()
-                }));
-            }
+    for v in &service.volumes {
+        if let VolumeKind::PersistentClaim { size } = &v.kind {
+            let claim_name = if is_sts {
+                format!("{}-{name}-0", v.name)
+            } else {
+                format!("{name}-{}", v.name)
+            };
+            out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
+                metadata: meta(globals, &claim_name, labels(name, "data")),
+                spec: Some(pvc_spec(globals, size)),
+                ..Default::default()
+            }));
         }
     }
     let (data_vols, data_mounts) = data_volumes(service, |v| (!is_sts).then(|| claim(v)).flatten());

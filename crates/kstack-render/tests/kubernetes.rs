@@ -88,3 +88,113 @@ fn collect_env_values(v: &serde_json::Value, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+fn globals_with(vars: serde_json::Value) -> Globals {
+    let serde_json::Value::Object(m) = vars else {
+        unreachable!()
+    };
+    Globals::from_vars(&m.into_iter().collect()).unwrap()
+}
+
+fn find<'a>(r: &'a kstack_render::Rendered, kind: &str, name: &str) -> &'a Object {
+    r.objects
+        .iter()
+        .find(|o| o.kind() == kind && o.name() == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+#[test]
+fn statefulsets_get_a_headless_service_and_claims_with_the_storage_class() {
+    let g = globals_with(
+        serde_json::json!({"kstack_storage_class": "fast", "kstack_replicas": {"mariadb": 3}}),
+    );
+    let r = kubernetes::render(&Catalog::builtin().unwrap(), &g);
+    let Object::Service(svc) = find(&r, "Service", "mariadb") else {
+        unreachable!()
+    };
+    let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    let Object::StatefulSet(sts) = find(&r, "StatefulSet", "mariadb") else {
+        unreachable!()
+    };
+    let spec = sts.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(3));
+    assert_eq!(spec.service_name.as_deref(), Some("mariadb"));
+    let claims = spec.volume_claim_templates.as_ref().unwrap();
+    assert_eq!(
+        claims[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .storage_class_name
+            .as_deref(),
+        Some("fast")
+    );
+    // Replica 0's claim exists before the StatefulSet, for the bootstrap Job.
+    find(&r, "PersistentVolumeClaim", "mariadb-mariadb-0");
+}
+
+#[test]
+fn host_namespaces_and_privileges_only_where_the_catalog_says() {
+    let catalog = Catalog::builtin().unwrap();
+    let r = default_cloud();
+    for o in &r.objects {
+        let (Some(service), Some(pod)) = (o.service(), pod_spec(o)) else {
+            continue;
+        };
+        let p = &catalog.services[service].privileges;
+        assert_eq!(
+            pod.host_network.unwrap_or(false),
+            p.host_network,
+            "{service}"
+        );
+        assert_eq!(pod.host_pid.unwrap_or(false), p.host_pid, "{service}");
+        assert_eq!(pod.host_ipc.unwrap_or(false), p.host_ipc, "{service}");
+        for c in &pod.containers {
+            let privileged = c.security_context.as_ref().and_then(|s| s.privileged);
+            assert_eq!(privileged.unwrap_or(false), p.privileged, "{service}");
+            assert!(
+                c.command.is_none() && c.args.is_none(),
+                "{service} keeps the entrypoint"
+            );
+        }
+    }
+}
+
+fn pod_spec(o: &Object) -> Option<&kstack_k8s::api::core::v1::PodSpec> {
+    match o {
+        Object::Deployment(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::StatefulSet(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::DaemonSet(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::Job(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        _ => None,
+    }
+}
+
+#[test]
+fn config_maps_and_jobs_are_named_by_their_content() {
+    let catalog = Catalog::builtin().unwrap();
+    let mut changed = catalog.clone();
+    changed.services.get_mut("keystone").unwrap().containers[0].command = "keystone-x".into();
+    let a = default_cloud();
+    let b = kubernetes::render(&changed, &Globals::default());
+    let names = |r: &kstack_render::Rendered, kind: &str| -> Vec<String> {
+        r.objects
+            .iter()
+            .filter(|o| o.kind() == kind && o.service() == Some("keystone"))
+            .map(|o| o.name().to_owned())
+            .collect()
+    };
+    let (ca, cb) = (names(&a, "ConfigMap"), names(&b, "ConfigMap"));
+    assert_eq!(ca.len(), 1);
+    assert_ne!(ca, cb, "a new config.json is a new ConfigMap");
+    assert!(ca[0].starts_with("keystone-keystone-config-json-"));
+    let (ja, jb) = (names(&a, "Job"), names(&b, "Job"));
+    assert_eq!(ja.len(), 1, "one kolla_bootstrap task: db-sync");
+    assert!(ja[0].starts_with("keystone-db-sync-"));
+    assert_ne!(ja, jb, "a Job mounting a new ConfigMap is a new Job");
+    let Object::ConfigMap(cm) = find(&a, "ConfigMap", &ca[0]) else {
+        unreachable!()
+    };
+    assert_eq!(cm.immutable, Some(true));
+}
