@@ -93,3 +93,39 @@ fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstack_model::globals::Globals;
+
+    #[test]
+    fn an_invalid_config_dir_exits_2_and_renders_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("globals.yml"), "kolla_base_distro: [\n").unwrap();
+        let code = run(Args {
+            config_dir: tmp.path().to_owned(),
+            service: None,
+            output: tmp.path().join("out").to_str().unwrap().to_owned(),
+        })
+        .unwrap();
+        assert_eq!(code, ExitCode::from(2));
+        assert!(!tmp.path().join("out").exists());
+    }
+
+    #[test]
+    fn a_directory_output_has_one_file_per_object_in_apply_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rendered = kubernetes::render(&Catalog::builtin().unwrap(), &Globals::default());
+        write_dir(&rendered, tmp.path()).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), rendered.objects.len());
+        assert_eq!(files[0], "000-namespace-openstack.yaml");
+        let first = std::fs::read_to_string(tmp.path().join(&files[0])).unwrap();
+        assert!(first.contains("kind: Namespace"), "{first}");
+    }
+}
