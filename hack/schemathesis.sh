@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fuzz the inventory REST API against its own OpenAPI document with schemathesis.
+#
+#   hack/schemathesis.sh KUBECONFIG
+#
+# Starts `kstack inventory serve` ($KSTACK_BIN, default $CARGO_TARGET_DIR/debug/kstack or
+# target/debug/kstack) on a free 127.0.0.1 port with a temp SQLite DB and an admin token,
+# runs schemathesis (venv in ~/.cache/kstack/venv) with the not_a_server_error check:
+# any 5xx fails the run, 4xx on fuzzed input is fine. Bounded by SCHEMATHESIS_MAX_EXAMPLES
+# (default 50 per operation) and SCHEMATHESIS_MAX_TIME (default 150 s).
+set -euo pipefail
+
+kubeconfig=${1:?usage: hack/schemathesis.sh KUBECONFIG}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${KSTACK_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/kstack}
+venv=${KSTACK_VENV:-$HOME/.cache/kstack/venv}
+max_examples=${SCHEMATHESIS_MAX_EXAMPLES:-50}
+max_time=${SCHEMATHESIS_MAX_TIME:-150}
+
+[[ -x $bin ]] || { echo "schemathesis: no kstack binary at $bin (cargo build -p kstack-cli)" >&2; exit 1; }
+[[ -r $kubeconfig ]] || { echo "schemathesis: cannot read kubeconfig $kubeconfig" >&2; exit 1; }
+
+if [[ ! -x $venv/bin/schemathesis ]]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q schemathesis
+fi
+
+work=$(mktemp -d)
+pid=
+cleanup() {
+    if [[ -n $pid ]]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+token=st-$RANDOM$RANDOM$RANDOM
+printf '%s: admin\n' "$token" >"$work/tokens.yml"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+base=http://127.0.0.1:$port
+
+"$bin" inventory serve --tokens "$work/tokens.yml" --database "sqlite:$work/inventory.db" \
+    --listen "127.0.0.1:$port" --kubeconfig "$kubeconfig" --audit-interval 3600 \
+    >"$work/server.log" 2>&1 &
+pid=$!
+
+for _ in $(seq 1 100); do
+    curl -fsS "$base/openapi.json" -o /dev/null 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || { echo "schemathesis: server exited:" >&2; cat "$work/server.log" >&2; exit 1; }
+    sleep 0.2
+done
+curl -fsS "$base/openapi.json" -o /dev/null || { echo "schemathesis: server not ready" >&2; cat "$work/server.log" >&2; exit 1; }
+
+set +e
+"$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
+    -H "Authorization: Bearer $token" \
+    --checks not_a_server_error \
+    --max-examples "$max_examples" --max-time "$max_time" \
+    --workers 2 --seed 1 --no-shrink \
+    --suppress-health-check all \
+    >"$work/schemathesis.log" 2>&1
+rc=$?
+set -e
+
+if [[ $rc -ne 0 || -n ${SCHEMATHESIS_VERBOSE:-} ]]; then
+    cat "$work/schemathesis.log"
+    echo "--- server log (tail) ---"
+    tail -n 40 "$work/server.log"
+fi
+summary=$(grep -E '^ *(API Operations|Test cases):|^=+ .* =+$' -A2 "$work/schemathesis.log" | grep -vE '^(--|=+ *(SUMMARY|WARNINGS) *=+)?$' | tr -s ' =' ' ' | paste -sd';' -)
+echo "schemathesis: rc=$rc ${summary:-see output above}"
+exit "$rc"
