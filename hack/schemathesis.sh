@@ -54,13 +54,14 @@ done
 curl -fsS "$base/openapi.json" -o /dev/null || { echo "schemathesis: server not ready" >&2; cat "$work/server.log" >&2; exit 1; }
 
 set +e
-"$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
+# Run from the temp dir: schemathesis/hypothesis write .hypothesis/ and .schemathesis/ into the cwd.
+(cd "$work" && "$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
     -H "Authorization: Bearer $token" \
     --checks not_a_server_error \
     --max-examples "$max_examples" --max-time "$max_time" \
     --workers 2 --seed 1 --no-shrink \
     --suppress-health-check all \
-    >"$work/schemathesis.log" 2>&1
+    >"$work/schemathesis.log" 2>&1)
 rc=$?
 set -e
 
