@@ -30,3 +30,7 @@ bash hack/devcluster.sh down >/dev/null 2>&1 || true
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
 export KSTACK_E2E_KUBECONFIG
 cargo test -p kstack-e2e
+
+echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"
+cargo build -q --bin kstack
+SCHEMATHESIS_MAX_TIME=${SCHEMATHESIS_MAX_TIME:-60} bash hack/schemathesis.sh "$KSTACK_E2E_KUBECONFIG"
