@@ -84,18 +84,15 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-async fn create_hosts(
-    client: &reqwest::Client,
-    base: &str,
-    prefix: &str,
-    n: usize,
-) -> Vec<String> {
+async fn create_hosts(client: &reqwest::Client, base: &str, prefix: &str, n: usize) -> Vec<String> {
     let mut uuids = Vec::with_capacity(n);
     for i in 0..n {
         let r = client
             .post(format!("{base}/v1/ihosts"))
             .bearer_auth(TOKEN)
-            .json(&serde_json::json!({"hostname": format!("{prefix}-{i}"), "personality": "compute"}))
+            .json(
+                &serde_json::json!({"hostname": format!("{prefix}-{i}"), "personality": "compute"}),
+            )
             .send()
             .await
             .expect("create host");
