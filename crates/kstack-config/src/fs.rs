@@ -77,6 +77,7 @@ pub fn read_dir(dir: &Path) -> Result<Sources, FsError> {
     let mut s = Sources {
         globals: read_opt(&dir.join(GLOBALS_FILE))?,
         passwords: read_opt(&dir.join(passwords::FILE))?,
+        catalog: read_opt(&dir.join(crate::catalog::CATALOG_FILE))?,
         ..Sources::default()
     };
     let cfg = dir.join("config");

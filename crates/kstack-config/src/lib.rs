@@ -1,10 +1,11 @@
-//! Loads a kstack config directory (`globals.yml`, `passwords.yml`, `config/` overrides) into
+//! Loads a kstack config directory (`globals.yml`, `passwords.yml`, `catalog.yml`, `config/` overrides) into
 //! the model, with miette diagnostics that name file, line, column and field.
 //!
 //! Architecture invariant: the core ([`load`], [`genpwd::fill`], [`passwords::parse`]) takes
 //! bytes and returns values or diagnostics; only [`fs`] touches the file system.
 //! Invariant: no value from passwords.yml appears in a diagnostic, log line or `Debug` output.
 
+pub mod catalog;
 mod diagnostic;
 pub mod fs;
 pub mod genpwd;

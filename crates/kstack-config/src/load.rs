@@ -1,7 +1,10 @@
 //! Loading a whole config directory from bytes: globals.yml, passwords.yml and `config/` overrides.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use kstack_model::catalog::Catalog;
 use kstack_model::globals::{Globals, known_keys};
+
+use crate::catalog::{self as cat, CATALOG_FILE};
 
 use crate::diagnostic::{Diag, Severity};
 use crate::passwords::{self, Passwords};
@@ -17,6 +20,8 @@ pub struct Sources {
     pub passwords: Option<Vec<u8>>,
     /// Files under `config/`, by path relative to `config/` with `/` separators.
     pub overrides: BTreeMap<String, Vec<u8>>,
+    /// `catalog.yml`, the operator catalog merged over the built-in one.
+    pub catalog: Option<Vec<u8>>,
 }
 
 /// A loaded, valid config directory.
@@ -25,6 +30,10 @@ pub struct Config {
     pub globals: Globals,
     pub passwords: Passwords,
     pub overrides: BTreeMap<String, Vec<u8>>,
+    /// The built-in catalog with `catalog.yml` merged over it.
+    pub catalog: Catalog,
+    /// Names of the catalog services whose enable flag is on in globals.yml.
+    pub enabled: BTreeSet<String>,
 }
 
 /// The result of loading: the config when there were no errors, and every diagnostic found.
@@ -111,6 +120,7 @@ pub fn load_globals(text: &str) -> (Option<Globals>, Vec<Diag>) {
 /// Loads a config directory from its contents. Does no IO. Collects every problem.
 pub fn load(sources: &Sources) -> Loaded {
     let mut diags = Vec::new();
+    let mut globals_text: Option<&str> = None;
     let globals = match &sources.globals {
         None => {
             diags.push(
@@ -120,6 +130,7 @@ pub fn load(sources: &Sources) -> Loaded {
             None
         }
         Some(bytes) => utf8(GLOBALS_FILE, bytes, &mut diags).and_then(|text| {
+            globals_text = Some(text);
             let (g, d) = load_globals(text);
             diags.extend(d);
             g
@@ -156,6 +167,32 @@ pub fn load(sources: &Sources) -> Loaded {
             );
         }
     }
+    let catalog_text = match &sources.catalog {
+        Some(bytes) => utf8(CATALOG_FILE, bytes, &mut diags),
+        None => None,
+    };
+    let catalog = if sources.catalog.is_some() && catalog_text.is_none() {
+        None
+    } else {
+        match cat::effective_catalog(catalog_text) {
+            Ok(c) => Some(c),
+            Err(d) => {
+                diags.extend(d);
+                None
+            }
+        }
+    };
+    let mut enabled = BTreeSet::new();
+    if let Some(g) = &globals {
+        let line = globals_text.map_or(0, |t| {
+            cat::find_line(t, 1, "kstack_role_label_prefix", true)
+        });
+        diags.extend(cat::check_label_prefix(g, line));
+        if let Some(c) = &catalog {
+            enabled = cat::enabled_services(c, g);
+            diags.extend(cat::check_cycle(c, &enabled, catalog_text));
+        }
+    }
     for (path, bytes) in &sources.overrides {
         let file = format!("config/{path}");
         if path.ends_with(".conf")
@@ -166,12 +203,16 @@ pub fn load(sources: &Sources) -> Loaded {
             utf8(&file, bytes, &mut diags);
         }
     }
-    let config = match (globals, passwords) {
-        (Some(globals), Some(passwords)) if !diags.iter().any(Diag::is_error) => Some(Config {
-            globals,
-            passwords,
-            overrides: sources.overrides.clone(),
-        }),
+    let config = match (globals, passwords, catalog) {
+        (Some(globals), Some(passwords), Some(catalog)) if !diags.iter().any(Diag::is_error) => {
+            Some(Config {
+                globals,
+                passwords,
+                overrides: sources.overrides.clone(),
+                catalog,
+                enabled,
+            })
+        }
         _ => None,
     };
     Loaded {

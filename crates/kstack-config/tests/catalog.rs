@@ -1,0 +1,111 @@
+//! catalog.yml in the config directory: merge, enabled services, the checks that need both.
+use kstack_config::{Sources, load, render_plain};
+
+fn passwords() -> String {
+    kstack_config::templates::passwords_yml()
+        .lines()
+        .map(|l| match l.strip_suffix(':') {
+            Some(key) if !l.starts_with(' ') && !key.ends_with("_ssh_key") => {
+                format!("{key}: pw-{key}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect()
+}
+
+fn sources(globals: &str, catalog: Option<&str>) -> Sources {
+    Sources {
+        globals: Some(globals.as_bytes().to_vec()),
+        passwords: Some(passwords().into_bytes()),
+        catalog: catalog.map(|c| c.as_bytes().to_vec()),
+        ..Sources::default()
+    }
+}
+
+const GLOBALS: &str = kstack_config::templates::GLOBALS_YML;
+
+#[test]
+fn no_catalog_file_gives_builtin_and_enabled_services() {
+    let loaded = load(&sources(GLOBALS, None));
+    assert!(
+        !loaded.has_errors(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    let c = loaded.config.unwrap();
+    assert_eq!(c.catalog.services.len(), 25);
+    assert!(c.enabled.contains("nova-api"));
+    assert!(
+        !c.enabled.contains("cinder-api"),
+        "cinder is off by default"
+    );
+}
+
+#[test]
+fn catalog_file_is_merged() {
+    let cat = "services:\n  nova-api:\n    depends_on: [keystone]\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    assert!(
+        !loaded.has_errors(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    let c = loaded.config.unwrap();
+    assert_eq!(c.catalog.services["nova-api"].depends_on, ["keystone"]);
+}
+
+#[test]
+fn dependency_cycle_names_the_cycle_and_the_file() {
+    let cat = "services:\n  openvswitch-vswitchd:\n    depends_on:\n      - openvswitch-db-server\n      - neutron-openvswitch-agent\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    assert!(loaded.config.is_none());
+    insta::assert_snapshot!(render_plain(&loaded.diagnostics));
+}
+
+#[test]
+fn unknown_dependency_names_file_line_and_field() {
+    let cat = "# operator additions\nservices:\n  nova-api:\n    depends_on:\n      - keystone\n      - nova-condutor\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].line, 6);
+    insta::assert_snapshot!(render_plain(&loaded.diagnostics));
+}
+
+#[test]
+fn bad_label_prefix_and_bad_catalog_are_all_reported() {
+    let globals = format!("{GLOBALS}\nkstack_role_label_prefix: \"Kstack io/role-\"\n");
+    let cat = "services:\n  nova-api:\n    depends_on: [nope]\n  extra:\n    role: control\n";
+    let loaded = load(&sources(&globals, Some(cat)));
+    let errors: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("kstack_role_label_prefix")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("unknown service `nope`")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("lacks field `project`")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn catalog_syntax_error_has_a_line() {
+    let loaded = load(&sources(
+        GLOBALS,
+        Some("services:\n  nova-api:\n    depends_on: [\n"),
+    ));
+    let e = loaded.diagnostics.iter().find(|d| d.is_error()).unwrap();
+    assert_eq!(e.file, "catalog.yml");
+    assert!(e.line > 0, "{e}");
+}
