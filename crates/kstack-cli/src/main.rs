@@ -1,7 +1,10 @@
 //! The `kstack` binary: parses the command line and hands each command to its module.
 //!
-//! Exit codes: 0 success, 1 the command failed (the message says why), 2 bad usage or bad input
-//! files (clap and validation errors).
+//! Exit codes, for every command:
+//! - 0: success;
+//! - 1: the command failed for another reason (IO, cluster, network; the message says why);
+//! - 2: bad usage (clap) or bad input files: globals.yml, passwords.yml, catalog.yml, a
+//!   `--catalog` file. Commands return [`cmd::InputError`] (or exit code 2 directly) for those.
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -29,7 +32,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("kstack: {err:#}");
-            ExitCode::from(1)
+            if err.downcast_ref::<cmd::InputError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

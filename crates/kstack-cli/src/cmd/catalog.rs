@@ -1,14 +1,23 @@
 //! `kstack services` and `kstack graph`: the service catalog and its dependency graph.
 //!
-//! For now both use the built-in catalog (with `--catalog FILE` merged over it) and every
-//! service enabled; globals.yml loading (which services are on) is wired in separately.
-use std::path::PathBuf;
+//! Which catalog and services:
+//! - `--catalog FILE`: the built-in catalog with FILE merged over it, every service (as before;
+//!   for trying a catalog file without a config directory);
+//! - else, when the config directory (`--config-dir`, $KSTACK_CONFIG_DIR, /etc/kstack) has a
+//!   globals.yml: the directory is loaded like `kstack validate` does, and the effective catalog
+//!   (built-in + `catalog.yml`) is shown with only the enabled services;
+//! - else the built-in catalog, every service.
+//!
+//! Bad input files print their diagnostics and exit with code 2.
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kstack_model::catalog::{Catalog, Service};
 use kstack_model::graph::Graph;
 use serde::Serialize;
+
+use super::InputError;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum CatalogCommand {
@@ -42,6 +51,8 @@ pub struct CatalogArgs {
     /// An operator catalog file merged over the built-in catalog by service name.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
+    #[command(flatten)]
+    pub dir: super::config::ConfigDir,
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,17 +73,43 @@ pub struct GraphArgs {
     pub catalog: CatalogArgs,
 }
 
-/// The built-in catalog, with the operator file laid over it when one is given.
+/// The catalog to show and the services to keep (see the module doc).
 fn load(args: &CatalogArgs) -> anyhow::Result<Catalog> {
     let builtin = Catalog::builtin().context("loading the built-in catalog")?;
     let Some(path) = &args.catalog else {
-        return Ok(builtin);
+        return load_dir(&args.dir.config_dir, builtin);
     };
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let overlay = Catalog::overlay_from_yaml(&path.display().to_string(), &text)?;
-    Catalog::merge(builtin, overlay)
-        .with_context(|| format!("merging {} over the built-in catalog", path.display()))
+    let overlay = Catalog::overlay_from_yaml(&path.display().to_string(), &text)
+        .map_err(|e| InputError(e.to_string()))?;
+    Catalog::merge(builtin, overlay).map_err(|e| {
+        InputError(format!(
+            "merging {} over the built-in catalog: {e}",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+fn load_dir(dir: &Path, builtin: Catalog) -> anyhow::Result<Catalog> {
+    if !dir.join(kstack_config::GLOBALS_FILE).exists() {
+        return Ok(builtin);
+    }
+    let loaded = kstack_config::fs::load_dir(dir)?;
+    for d in &loaded.diagnostics {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+    let Some(config) = loaded.config else {
+        return Err(InputError(format!(
+            "{}: invalid config directory (run `kstack validate`)",
+            dir.display()
+        ))
+        .into());
+    };
+    let mut catalog = config.catalog;
+    catalog.services.retain(|n, _| config.enabled.contains(n));
+    Ok(catalog)
 }
 
 pub fn run(command: CatalogCommand) -> anyhow::Result<ExitCode> {
@@ -143,7 +180,7 @@ fn services(catalog: &Catalog, output: Output) -> anyhow::Result<String> {
 fn graph(catalog: &Catalog, format: GraphFormat) -> anyhow::Result<String> {
     let graph = Graph::from_catalog(catalog, |_| true);
     // Refuse to draw a graph that cannot be deployed; the error shows the cycle.
-    graph.levels()?;
+    graph.levels().map_err(|e| InputError(e.to_string()))?;
     Ok(match format {
         GraphFormat::Dot => graph.to_dot(),
         GraphFormat::Mermaid => graph.to_mermaid(),

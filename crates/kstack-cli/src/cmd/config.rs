@@ -18,7 +18,7 @@ pub struct ConfigDir {
         default_value = "/etc/kstack",
         value_name = "DIR"
     )]
-    config_dir: PathBuf,
+    pub config_dir: PathBuf,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -41,7 +41,7 @@ pub enum ConfigCommand {
         #[command(flatten)]
         dir_opt: ConfigDir,
     },
-    /// Check globals.yml, passwords.yml and config/; print every warning and error.
+    /// Check globals.yml, passwords.yml, catalog.yml and config/; print every warning and error.
     #[command(
         after_help = "Examples:\n  kstack validate --config-dir ./mycloud\n\nExit codes: 0 valid (warnings allowed), 2 invalid input, 1 the files could not be read."
     )]

@@ -9,6 +9,12 @@ pub mod dev;
 pub mod inventory;
 pub mod template;
 
+/// Bad input files (config directory, catalog file): `main` exits with code 2 for this error.
+/// The diagnostics have already been printed when it is returned.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The local Kubernetes control plane for tests and the all-in-one deployment.
