@@ -67,8 +67,25 @@ impl Nodes {
 
     /// Adds (locked) or removes (unlocked) the lock taint, keeping every other taint. The
     /// read-modify-write is guarded by the node's resourceVersion, so a concurrent change to the
-    /// taints makes this fail instead of losing that change.
+    /// node (kubelet heartbeats, another writer's taint) is never overwritten: on a conflict the
+    /// node is read again and the change re-applied, a few times, before giving up.
     pub async fn set_locked(&self, node: &str, locked: bool) -> Result<(), Error> {
+        const ATTEMPTS: usize = 8;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_set_locked(node, locked).await {
+                Err(Error::Api(kube::Error::Api(status)))
+                    if status.code == 409 && attempt < ATTEMPTS =>
+                {
+                    tracing::debug!(node, attempt, "node changed while locking; retrying");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_set_locked(&self, node: &str, locked: bool) -> Result<(), Error> {
         let current = self.api().get(node).await.map_err(|e| not_found(e, node))?;
         let mut taints: Vec<Taint> = current
             .spec
