@@ -145,3 +145,26 @@ impl Nodes {
         }
     }
 }
+
+/// The inventory's [`kstack_inventory::NodeSync`] backed by these node operations.
+#[async_trait::async_trait]
+impl kstack_inventory::NodeSync for Nodes {
+    async fn apply_labels(
+        &self,
+        hostname: &str,
+        labels: &BTreeMap<String, String>,
+        managed_keys: &[String],
+    ) -> Result<(), String> {
+        Nodes::apply_labels(self, hostname, labels, managed_keys)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String> {
+        Nodes::set_locked(self, hostname, locked)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn delete_node(&self, hostname: &str) -> Result<(), String> {
+        self.delete(hostname).await.map_err(|e| e.to_string())
+    }
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kstack_inventory::model::{Host, HostList, Label, LabelList};
-use kstack_inventory::{NodeSync, Role, ServeConfig};
+use kstack_inventory::{Role, ServeConfig};
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]
@@ -137,33 +137,6 @@ pub enum Serve {
     },
 }
 
-/// Sends committed inventory changes to the Kubernetes nodes.
-struct KubeSync(kstack_kube::nodes::Nodes);
-
-#[async_trait::async_trait]
-impl NodeSync for KubeSync {
-    async fn apply_labels(
-        &self,
-        hostname: &str,
-        labels: &BTreeMap<String, String>,
-        managed_keys: &[String],
-    ) -> Result<(), String> {
-        self.0
-            .apply_labels(hostname, labels, managed_keys)
-            .await
-            .map_err(|e| e.to_string())
-    }
-    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String> {
-        self.0
-            .set_locked(hostname, locked)
-            .await
-            .map_err(|e| e.to_string())
-    }
-    async fn delete_node(&self, hostname: &str) -> Result<(), String> {
-        self.0.delete(hostname).await.map_err(|e| e.to_string())
-    }
-}
-
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -197,7 +170,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 )
             })?;
             let client = kstack_kube::client(kubeconfig.as_deref()).await?;
-            let sync = Arc::new(KubeSync(kstack_kube::nodes::Nodes::new(client)));
+            let sync = Arc::new(kstack_kube::nodes::Nodes::new(client));
             eprintln!("kstack inventory: listening on http://{listen}");
             kstack_inventory::serve(ServeConfig {
                 listen,
