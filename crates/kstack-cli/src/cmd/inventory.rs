@@ -246,25 +246,13 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
         }
         InventoryCommand::HostLabelList { host, client } => {
             let uuid = resolve(&client, &host).await?;
-            let list: LabelList = call(
-                &client,
-                reqwest::Method::GET,
-                &format!("/v1/ihosts/{uuid}/labels"),
-                None,
-            )
-            .await?;
+            let list = labels_of(&client, &uuid).await?;
             print_labels(&list.labels);
             Ok(())
         }
         InventoryCommand::HostLabelRemove { host, keys, client } => {
             let uuid = resolve(&client, &host).await?;
-            let list: LabelList = call(
-                &client,
-                reqwest::Method::GET,
-                &format!("/v1/ihosts/{uuid}/labels"),
-                None,
-            )
-            .await?;
+            let list = labels_of(&client, &uuid).await?;
             for key in &keys {
                 let Some(label) = list.labels.iter().find(|l| &l.label_key == key) else {
                     bail!("host {host} has no label {key}")
@@ -305,6 +293,16 @@ async fn lock(client: &Client, host: &str, action: &str) -> anyhow::Result<()> {
     .await?;
     print_hosts(&[h]);
     Ok(())
+}
+
+async fn labels_of(client: &Client, host_uuid: &str) -> anyhow::Result<LabelList> {
+    call(
+        client,
+        reqwest::Method::GET,
+        &format!("/v1/ihosts/{host_uuid}/labels"),
+        None,
+    )
+    .await
 }
 
 async fn resolve(client: &Client, host: &str) -> anyhow::Result<String> {
@@ -364,13 +362,12 @@ fn print_hosts(hosts: &[Host]) {
         "OPERATIONAL",
     ]);
     for h in hosts {
-        let s = |v: &dyn erased::Ser| v.text();
         t.add_row([
             h.uuid.clone(),
             h.hostname.clone(),
-            s(&h.personality),
-            s(&h.administrative),
-            s(&h.operational),
+            wire_name(&h.personality),
+            wire_name(&h.administrative),
+            wire_name(&h.operational),
         ]);
     }
     println!("{t}");
@@ -386,17 +383,10 @@ fn print_labels(labels: &[Label]) {
     println!("{t}");
 }
 
-mod erased {
-    /// The lowercase wire name of an enum value, as the API spells it.
-    pub trait Ser {
-        fn text(&self) -> String;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn text(&self) -> String {
-            serde_json::to_value(self)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        }
-    }
+/// The lowercase wire name of an enum value, as the API spells it.
+fn wire_name(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

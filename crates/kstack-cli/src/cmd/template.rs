@@ -2,7 +2,7 @@
 //!
 //! Exit codes: 0 rendered, 1 IO failure (reading the config, writing the output), 2 invalid
 //! config (every diagnostic is printed) or unknown `--service`.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -15,14 +15,8 @@ use kstack_render::{Rendered, kubernetes};
     after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n\nOnly the Kolla config.json of each container is rendered into ConfigMaps for now;\nthe OpenStack config files themselves are not rendered yet.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
 )]
 pub struct Args {
-    /// The config directory holding globals.yml, passwords.yml and config/.
-    #[arg(
-        long,
-        env = "KSTACK_CONFIG_DIR",
-        default_value = "/etc/kstack",
-        value_name = "DIR"
-    )]
-    pub config_dir: PathBuf,
+    #[command(flatten)]
+    pub config: super::config::ConfigDir,
     /// Render only the objects of this catalog service (e.g. keystone, nova-api).
     #[arg(long, value_name = "SERVICE")]
     pub service: Option<String>,
@@ -33,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let loaded = fs::load_dir(&args.config_dir)?;
+    let loaded = fs::load_dir(&args.config.config_dir)?;
     for d in &loaded.diagnostics {
         eprintln!("{:?}", miette::Report::new(d.clone()));
     }
@@ -43,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     else {
         eprintln!(
             "{}: invalid config, nothing rendered",
-            args.config_dir.display()
+            args.config.config_dir.display()
         );
         return Ok(ExitCode::from(2));
     };
@@ -104,7 +98,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("globals.yml"), "kolla_base_distro: [\n").unwrap();
         let code = run(Args {
-            config_dir: tmp.path().to_owned(),
+            config: super::super::config::ConfigDir {
+                config_dir: tmp.path().to_owned(),
+            },
             service: None,
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
         })
