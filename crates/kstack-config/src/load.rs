@@ -36,6 +36,26 @@ pub struct Config {
     pub enabled: BTreeSet<String>,
 }
 
+impl Config {
+    /// A config from already-typed parts (tests, benchmarks, tools): `enabled` is derived from
+    /// the catalog's enable flags in `globals`.
+    pub fn from_parts(
+        globals: Globals,
+        passwords: Passwords,
+        overrides: BTreeMap<String, Vec<u8>>,
+        catalog: Catalog,
+    ) -> Config {
+        let enabled = cat::enabled_services(&catalog, &globals);
+        Config {
+            globals,
+            passwords,
+            overrides,
+            catalog,
+            enabled,
+        }
+    }
+}
+
 /// The result of loading: the config when there were no errors, and every diagnostic found.
 #[derive(Debug)]
 pub struct Loaded {

@@ -1,6 +1,7 @@
 //! The whole default cloud, as rendered by kstack-render, is accepted by a real API server
 //! (server-side apply, dry run): schema, defaulting and validation all run, nothing is stored.
 
+use kstack_config::Config;
 use kstack_e2e::{TempNamespace, client};
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
@@ -24,7 +25,13 @@ async fn dry_apply_object(client: &Client, ns: &str, o: &Object) -> Result<(), k
     let name = o.name();
     match o {
         Object::Namespace(x) => dry_apply(Api::all(c), name, x).await,
+        Object::ClusterRole(x) => dry_apply(Api::all(c), name, x).await,
+        Object::ClusterRoleBinding(x) => dry_apply(Api::all(c), name, x).await,
+        Object::ServiceAccount(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
+        Object::Role(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
+        Object::RoleBinding(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::ConfigMap(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
+        Object::Secret(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::PersistentVolumeClaim(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Service(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Job(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
@@ -44,7 +51,13 @@ async fn default_cloud_is_accepted_by_the_api_server() -> anyhow::Result<()> {
         kubernetes_namespace: ns.name.clone(),
         ..Globals::default()
     };
-    let rendered = kubernetes::render(&Catalog::builtin()?, &globals);
+    let config = Config::from_parts(
+        globals,
+        Default::default(),
+        Default::default(),
+        Catalog::builtin()?,
+    );
+    let rendered = kubernetes::render(&config)?;
     assert!(rendered.objects.len() > 20, "the default cloud renders");
 
     let mut failures = Vec::new();

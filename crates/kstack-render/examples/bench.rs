@@ -4,6 +4,7 @@
 //! `cargo run --release -p kstack-render --example bench [-- ITERATIONS]`
 use std::time::{Duration, Instant};
 
+use kstack_config::Config;
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::kubernetes;
@@ -19,7 +20,13 @@ fn main() {
     for _ in 0..iterations {
         let start = Instant::now();
         let catalog = Catalog::builtin().expect("built-in catalog parses");
-        let rendered = kubernetes::render(&catalog, &Globals::default());
+        let config = Config::from_parts(
+            Globals::default(),
+            Default::default(),
+            Default::default(),
+            catalog,
+        );
+        let rendered = kubernetes::render(&config).expect("the default cloud renders");
         let yaml = rendered.to_yaml();
         times.push(start.elapsed());
         bytes = yaml.len();

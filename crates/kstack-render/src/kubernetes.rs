@@ -36,11 +36,13 @@ use kstack_k8s::api::core::v1::{
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
-use kstack_model::catalog::{self, BootstrapKind, Catalog, HealthTest, VolumeKind, WorkloadKind};
+use kstack_config::Config;
+use kstack_model::catalog::{self, BootstrapKind, HealthTest, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::files::RenderError;
 use crate::{Object, Rendered};
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
@@ -104,24 +106,16 @@ pub fn short_hash(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))[..10].to_owned()
 }
 
-/// Whether a catalog service is switched on in globals (`enable_<x>` flag of the catalog).
-pub fn is_enabled(globals: &Globals, service: &catalog::Service) -> bool {
-    let key = service
-        .enable_flag
-        .strip_prefix("enable_")
-        .unwrap_or(&service.enable_flag);
-    globals.is_enabled(key)
-}
-
-/// Renders every enabled service of `catalog` for `globals`, plus the namespace.
-pub fn render(catalog: &Catalog, globals: &Globals) -> Rendered {
+/// Renders every enabled service of a loaded config directory, plus the namespace.
+pub fn render(config: &Config) -> Result<Rendered, RenderError> {
+    let globals = &config.globals;
     let mut objects = vec![Object::Namespace(namespace(globals))];
-    for (name, service) in &catalog.services {
-        if is_enabled(globals, service) {
+    for (name, service) in &config.catalog.services {
+        if config.enabled.contains(name) {
             objects.extend(render_service(globals, name, service));
         }
     }
-    Rendered::new(objects)
+    Ok(Rendered::new(objects))
 }
 
 fn labels(service: &str, component: &str) -> BTreeMap<String, String> {

@@ -8,18 +8,30 @@ use std::collections::BTreeMap;
 
 use kstack_k8s::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kstack_k8s::api::batch::v1::Job;
-use kstack_k8s::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Service};
+use kstack_k8s::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use kstack_k8s::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
+pub mod files;
 pub mod kubernetes;
+
+pub use files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
 
 /// One rendered Kubernetes object. Serializes as the object itself (with `apiVersion`/`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Object {
     Namespace(Namespace),
+    ServiceAccount(ServiceAccount),
+    ClusterRole(ClusterRole),
+    ClusterRoleBinding(ClusterRoleBinding),
+    Role(Role),
+    RoleBinding(RoleBinding),
     ConfigMap(ConfigMap),
+    Secret(Secret),
     PersistentVolumeClaim(PersistentVolumeClaim),
     Service(Service),
     Job(Job),
@@ -33,7 +45,13 @@ impl Object {
     pub fn metadata(&self) -> &ObjectMeta {
         match self {
             Object::Namespace(o) => &o.metadata,
+            Object::ServiceAccount(o) => &o.metadata,
+            Object::ClusterRole(o) => &o.metadata,
+            Object::ClusterRoleBinding(o) => &o.metadata,
+            Object::Role(o) => &o.metadata,
+            Object::RoleBinding(o) => &o.metadata,
             Object::ConfigMap(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
             Object::PersistentVolumeClaim(o) => &o.metadata,
             Object::Service(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
@@ -47,7 +65,13 @@ impl Object {
     pub fn kind(&self) -> &'static str {
         match self {
             Object::Namespace(_) => "Namespace",
+            Object::ServiceAccount(_) => "ServiceAccount",
+            Object::ClusterRole(_) => "ClusterRole",
+            Object::ClusterRoleBinding(_) => "ClusterRoleBinding",
+            Object::Role(_) => "Role",
+            Object::RoleBinding(_) => "RoleBinding",
             Object::ConfigMap(_) => "ConfigMap",
+            Object::Secret(_) => "Secret",
             Object::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
             Object::Service(_) => "Service",
             Object::Job(_) => "Job",
@@ -72,15 +96,20 @@ impl Object {
             .map(String::as_str)
     }
 
-    /// Stream position: namespace, config, claims, Services, Jobs, workloads.
+    /// Stream position: namespace, access control, config, claims, Services, Jobs, workloads.
     fn rank(&self) -> u8 {
         match self {
             Object::Namespace(_) => 0,
-            Object::ConfigMap(_) => 1,
-            Object::PersistentVolumeClaim(_) => 2,
-            Object::Service(_) => 3,
-            Object::Job(_) => 4,
-            Object::Deployment(_) | Object::StatefulSet(_) | Object::DaemonSet(_) => 5,
+            Object::ServiceAccount(_)
+            | Object::ClusterRole(_)
+            | Object::ClusterRoleBinding(_)
+            | Object::Role(_)
+            | Object::RoleBinding(_) => 1,
+            Object::ConfigMap(_) | Object::Secret(_) => 2,
+            Object::PersistentVolumeClaim(_) => 3,
+            Object::Service(_) => 4,
+            Object::Job(_) => 5,
+            Object::Deployment(_) | Object::StatefulSet(_) | Object::DaemonSet(_) => 6,
         }
     }
 
@@ -107,8 +136,8 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// Sorts into the stable stream order: namespace first, then ConfigMaps, claims, Services,
-    /// Jobs and workloads, each group sorted by name (then kind).
+    /// Sorts into the stable stream order: namespace first, then access control, ConfigMaps and
+    /// Secrets, claims, Services, Jobs and workloads, each group sorted by name (then kind).
     pub fn new(mut objects: Vec<Object>) -> Rendered {
         objects.sort_by(|a, b| (a.rank(), a.name(), a.kind()).cmp(&(b.rank(), b.name(), b.kind())));
         Rendered { objects }

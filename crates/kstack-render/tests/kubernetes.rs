@@ -1,12 +1,17 @@
 //! The whole default cloud rendered to Kubernetes objects: snapshot, determinism, no secrets.
 
-use kstack_config::{genpwd, passwords, templates};
+use kstack_config::{Config, genpwd, passwords, templates};
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::{Object, kubernetes};
 
+fn render(catalog: Catalog, globals: Globals) -> kstack_render::Rendered {
+    let config = Config::from_parts(globals, Default::default(), Default::default(), catalog);
+    kubernetes::render(&config).unwrap()
+}
+
 fn default_cloud() -> kstack_render::Rendered {
-    kubernetes::render(&Catalog::builtin().unwrap(), &Globals::default())
+    render(Catalog::builtin().unwrap(), Globals::default())
 }
 
 #[test]
@@ -108,7 +113,7 @@ fn statefulsets_get_a_headless_service_and_claims_with_the_storage_class() {
     let g = globals_with(
         serde_json::json!({"kstack_storage_class": "fast", "kstack_replicas": {"mariadb": 3}}),
     );
-    let r = kubernetes::render(&Catalog::builtin().unwrap(), &g);
+    let r = render(Catalog::builtin().unwrap(), g);
     let Object::Service(svc) = find(&r, "Service", "mariadb") else {
         unreachable!()
     };
@@ -177,7 +182,7 @@ fn config_maps_and_jobs_are_named_by_their_content() {
     let mut changed = catalog.clone();
     changed.services.get_mut("keystone").unwrap().containers[0].command = "keystone-x".into();
     let a = default_cloud();
-    let b = kubernetes::render(&changed, &Globals::default());
+    let b = render(changed, Globals::default());
     let names = |r: &kstack_render::Rendered, kind: &str| -> Vec<String> {
         r.objects
             .iter()

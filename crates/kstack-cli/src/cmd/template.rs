@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kstack_config::fs;
-use kstack_model::catalog::Catalog;
 use kstack_render::{Rendered, kubernetes};
 
 #[derive(Debug, clap::Args)]
@@ -41,10 +40,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let catalog = Catalog::builtin().context("loading the built-in catalog")?;
-    let mut rendered = kubernetes::render(&catalog, &config.globals);
+    let mut rendered = kubernetes::render(&config)?;
     if let Some(service) = &args.service {
-        if !catalog.services.contains_key(service) {
+        if !config.catalog.services.contains_key(service) {
             eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
             return Ok(ExitCode::from(2));
         }
@@ -91,6 +89,7 @@ fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kstack_model::catalog::Catalog;
     use kstack_model::globals::Globals;
 
     #[test]
@@ -112,7 +111,13 @@ mod tests {
     #[test]
     fn a_directory_output_has_one_file_per_object_in_apply_order() {
         let tmp = tempfile::tempdir().unwrap();
-        let rendered = kubernetes::render(&Catalog::builtin().unwrap(), &Globals::default());
+        let config = kstack_config::Config::from_parts(
+            Globals::default(),
+            Default::default(),
+            Default::default(),
+            Catalog::builtin().unwrap(),
+        );
+        let rendered = kubernetes::render(&config).unwrap();
         write_dir(&rendered, tmp.path()).unwrap();
         let mut files: Vec<String> = std::fs::read_dir(tmp.path())
             .unwrap()
