@@ -10,6 +10,7 @@ mod diagnostic;
 pub mod fs;
 pub mod genpwd;
 mod load;
+pub mod overrides;
 pub mod passwords;
 pub mod templates;
 mod yaml;

@@ -211,6 +211,7 @@ pub fn load(sources: &Sources) -> Loaded {
         if let Some(c) = &catalog {
             enabled = cat::enabled_services(c, g);
             diags.extend(cat::check_cycle(c, &enabled, catalog_text));
+            diags.extend(crate::overrides::check(c, &sources.overrides));
         }
     }
     for (path, bytes) in &sources.overrides {

@@ -131,6 +131,7 @@ const REQUIRED: &[(&str, &[&str])] = &[
             "nova_api_database_password",
             "nova_keystone_password",
             "metadata_secret",
+            "libvirt_sasl_password",
         ],
     ),
     (
