@@ -3,8 +3,24 @@
 //!
 //! Both targets (Kubernetes and the single-node Compose file) mount the same files; only the
 //! addresses services use to reach each other differ, and [`Target`] is where that difference
-//! lives.
+//! lives: [`Target::host`] is the one function that says how a service (or one replica of it)
+//! is reached, and the template context is built from it.
+//!
+//! Templates are minijinja with strict undefined, embedded in the binary
+//! (`templates/<project>/<file>.j2`). Their context holds every globals.yml variable, every
+//! non-empty passwords.yml value, and the computed addresses (`database_address`,
+//! `transport_url`, `memcached_servers`, `keystone_internal_url`, ...; see [`template_context`]).
+//! Operator overrides (`config/`) are merged over the mergeable INI files afterwards (see
+//! [`kstack_config::overrides`]).
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
 use kstack_config::Config;
+use kstack_config::overrides::{self, HostIndex, Ini};
+use kstack_config::passwords::{Passwords, Secret};
+use kstack_model::catalog::{Catalog, WorkloadKind};
+use kstack_model::globals::Globals;
+use minijinja::{Environment, UndefinedBehavior, Value, context};
 
 use crate::kubernetes::KollaConfig;
 
@@ -15,6 +31,44 @@ pub enum Target {
     Kubernetes,
     /// One node without Kubernetes (Compose, host network): every service on the node's address.
     Compose,
+}
+
+impl Target {
+    /// The address clients use to reach `service`: with `replica`, one pod of a StatefulSet
+    /// (`<sts>-<i>.<sts>.<namespace>.svc`), else its Service (`<service>.<namespace>.svc`). On
+    /// Compose every service is on the node's own address, `kolla_internal_vip_address` or
+    /// `127.0.0.1`.
+    pub fn host(&self, globals: &Globals, service: &str, replica: Option<u32>) -> String {
+        match self {
+            Target::Kubernetes => {
+                let ns = &globals.kubernetes_namespace;
+                match replica {
+                    Some(i) => format!("{service}-{i}.{service}.{ns}.svc"),
+                    None => format!("{service}.{ns}.svc"),
+                }
+            }
+            Target::Compose => globals
+                .kolla_internal_vip_address
+                .clone()
+                .filter(|a| !a.is_empty())
+                .unwrap_or_else(|| "127.0.0.1".to_owned()),
+        }
+    }
+
+    /// How many replicas of `service` run: `kstack_replicas` on Kubernetes, 1 on Compose.
+    pub fn replicas(&self, globals: &Globals, service: &str) -> u32 {
+        match self {
+            Target::Kubernetes => globals.replicas_for(service).max(1),
+            Target::Compose => 1,
+        }
+    }
+
+    /// The address of every replica of `service`, in replica order.
+    pub fn hosts(&self, globals: &Globals, service: &str) -> Vec<String> {
+        (0..self.replicas(globals, service))
+            .map(|i| self.host(globals, service, Some(i)))
+            .collect()
+    }
 }
 
 /// One file of a container's config directory.
@@ -33,40 +87,789 @@ pub struct RenderedFile {
 pub struct ContainerFiles {
     pub service: String,
     pub container: String,
+    /// `Some(node)` for the variant of a DaemonSet service with per-host overrides
+    /// (`config/<project>/<node>/<file>`); `None` for the files every other node gets.
+    pub host: Option<String>,
     pub files: Vec<RenderedFile>,
 }
 
-/// A template that failed to render: names the template, the line and what went wrong.
+/// Why rendering failed. Never carries a value from passwords.yml.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
+    /// A template that failed to render: names the template, the line and what went wrong.
     #[error("template {template}, line {line}: {message}")]
     Template {
         template: String,
         line: usize,
         message: String,
     },
+    /// The catalog names a config file kstack has no template for.
+    #[error(
+        "service {service}, container {container}: no template `{project}/{template}.j2` for config file `{template}`; kstack ships templates only for the files of its built-in catalog"
+    )]
+    UnknownTemplate {
+        service: String,
+        container: String,
+        project: String,
+        template: String,
+    },
+    /// A passwords.yml value a bootstrap task needs is missing or empty.
+    #[error("service {service}: passwords.yml has no value for `{key}`; run `kstack genpwd`")]
+    MissingPassword { service: String, key: String },
+    /// An override file under `config/` that cannot be used (`line` 0: the whole file).
+    #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
+    Override {
+        file: String,
+        line: usize,
+        message: String,
+    },
+}
+
+/// The embedded templates, by name (`<project>/<file>.j2`).
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "common/macros.j2",
+        include_str!("../templates/common/macros.j2"),
+    ),
+    (
+        "common/uwsgi.j2",
+        include_str!("../templates/common/uwsgi.j2"),
+    ),
+    (
+        "mariadb/galera.cnf.j2",
+        include_str!("../templates/mariadb/galera.cnf.j2"),
+    ),
+    (
+        "rabbitmq/rabbitmq-env.conf.j2",
+        include_str!("../templates/rabbitmq/rabbitmq-env.conf.j2"),
+    ),
+    (
+        "rabbitmq/rabbitmq.conf.j2",
+        include_str!("../templates/rabbitmq/rabbitmq.conf.j2"),
+    ),
+    (
+        "rabbitmq/erl_inetrc.j2",
+        include_str!("../templates/rabbitmq/erl_inetrc.j2"),
+    ),
+    (
+        "rabbitmq/advanced.config.j2",
+        include_str!("../templates/rabbitmq/advanced.config.j2"),
+    ),
+    (
+        "rabbitmq/definitions.json.j2",
+        include_str!("../templates/rabbitmq/definitions.json.j2"),
+    ),
+    (
+        "rabbitmq/enabled_plugins.j2",
+        include_str!("../templates/rabbitmq/enabled_plugins.j2"),
+    ),
+    (
+        "keystone/keystone.conf.j2",
+        include_str!("../templates/keystone/keystone.conf.j2"),
+    ),
+    (
+        "keystone/wsgi-keystone.conf.j2",
+        include_str!("../templates/keystone/wsgi-keystone.conf.j2"),
+    ),
+    (
+        "keystone/keystone-startup.sh.j2",
+        include_str!("../templates/keystone/keystone-startup.sh.j2"),
+    ),
+    (
+        "glance/glance-api.conf.j2",
+        include_str!("../templates/glance/glance-api.conf.j2"),
+    ),
+    (
+        "placement/placement.conf.j2",
+        include_str!("../templates/placement/placement.conf.j2"),
+    ),
+    (
+        "placement/placement-api-uwsgi.ini.j2",
+        include_str!("../templates/placement/placement-api-uwsgi.ini.j2"),
+    ),
+    (
+        "nova/nova.conf.j2",
+        include_str!("../templates/nova/nova.conf.j2"),
+    ),
+    (
+        "nova/nova-api-uwsgi.ini.j2",
+        include_str!("../templates/nova/nova-api-uwsgi.ini.j2"),
+    ),
+    (
+        "nova/nova-metadata-uwsgi.ini.j2",
+        include_str!("../templates/nova/nova-metadata-uwsgi.ini.j2"),
+    ),
+    (
+        "nova/libvirtd.conf.j2",
+        include_str!("../templates/nova/libvirtd.conf.j2"),
+    ),
+    (
+        "nova/qemu.conf.j2",
+        include_str!("../templates/nova/qemu.conf.j2"),
+    ),
+    (
+        "nova/sasl.conf.j2",
+        include_str!("../templates/nova/sasl.conf.j2"),
+    ),
+    (
+        "nova/auth.conf.j2",
+        include_str!("../templates/nova/auth.conf.j2"),
+    ),
+    (
+        "neutron/neutron.conf.j2",
+        include_str!("../templates/neutron/neutron.conf.j2"),
+    ),
+    (
+        "neutron/ml2_conf.ini.j2",
+        include_str!("../templates/neutron/ml2_conf.ini.j2"),
+    ),
+    (
+        "neutron/openvswitch_agent.ini.j2",
+        include_str!("../templates/neutron/openvswitch_agent.ini.j2"),
+    ),
+    (
+        "neutron/dhcp_agent.ini.j2",
+        include_str!("../templates/neutron/dhcp_agent.ini.j2"),
+    ),
+    (
+        "neutron/dnsmasq.conf.j2",
+        include_str!("../templates/neutron/dnsmasq.conf.j2"),
+    ),
+    (
+        "neutron/neutron-l3-agent-wrapper.sh.j2",
+        include_str!("../templates/neutron/neutron-l3-agent-wrapper.sh.j2"),
+    ),
+    (
+        "neutron/l3_agent.ini.j2",
+        include_str!("../templates/neutron/l3_agent.ini.j2"),
+    ),
+    (
+        "neutron/metadata_agent.ini.j2",
+        include_str!("../templates/neutron/metadata_agent.ini.j2"),
+    ),
+    (
+        "horizon/horizon.conf.j2",
+        include_str!("../templates/horizon/horizon.conf.j2"),
+    ),
+    (
+        "horizon/_9998-kolla-settings.py.j2",
+        include_str!("../templates/horizon/_9998-kolla-settings.py.j2"),
+    ),
+    (
+        "horizon/_9999-custom-settings.py.j2",
+        include_str!("../templates/horizon/_9999-custom-settings.py.j2"),
+    ),
+    (
+        "heat/heat.conf.j2",
+        include_str!("../templates/heat/heat.conf.j2"),
+    ),
+    (
+        "heat/wsgi-heat-api.conf.j2",
+        include_str!("../templates/heat/wsgi-heat-api.conf.j2"),
+    ),
+    (
+        "cinder/cinder.conf.j2",
+        include_str!("../templates/cinder/cinder.conf.j2"),
+    ),
+    (
+        "cinder/cinder-api-uwsgi.ini.j2",
+        include_str!("../templates/cinder/cinder-api-uwsgi.ini.j2"),
+    ),
+];
+
+/// Names of the embedded templates, sorted.
+pub fn template_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = TEMPLATES.iter().map(|(n, _)| *n).collect();
+    v.sort_unstable();
+    v
+}
+
+/// An environment with kstack's settings (strict undefined, the `oslo` filter) and the given
+/// templates. Syntax errors are kept per template and reported when it is rendered.
+pub(crate) struct Templates {
+    env: Environment<'static>,
+    broken: BTreeMap<&'static str, minijinja::Error>,
+}
+
+impl Templates {
+    pub(crate) fn new(sources: &[(&'static str, &'static str)]) -> Templates {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        // Config files are not HTML or JSON documents of user input: no auto-escaping, even
+        // for `definitions.json` (its values go through `tojson`).
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+        {
+            env.set_syntax(syntax);
+        }
+        // oslo.config reads `$name` as a reference to another option: a literal `$` is `$$`.
+        env.add_filter("oslo", |s: String| s.replace('$', "$$"));
+        // `password("key")`: a passwords.yml value, or an error naming the key at the line of
+        // the template that asks for it (macro arguments are not checked where they are passed).
+        env.add_function(
+            "password",
+            |state: &minijinja::State, key: String| -> Result<Value, minijinja::Error> {
+                match state.lookup(&key) {
+                    Some(v) if !v.is_undefined() => Ok(v),
+                    _ => Err(minijinja::Error::new(
+                        minijinja::ErrorKind::UndefinedError,
+                        format!("passwords.yml has no value for `{key}`; run `kstack genpwd`"),
+                    )),
+                }
+            },
+        );
+        let mut broken = BTreeMap::new();
+        for (name, source) in sources {
+            if let Err(e) = env.add_template(name, source) {
+                broken.insert(*name, e);
+            }
+        }
+        Templates { env, broken }
+    }
+
+    fn builtin() -> &'static Templates {
+        static T: OnceLock<Templates> = OnceLock::new();
+        T.get_or_init(|| Templates::new(TEMPLATES))
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.broken.contains_key(name) || self.env.get_template(name).is_ok()
+    }
+
+    /// Renders one template; errors carry the template name (of the macro file, when the
+    /// error is inside a macro) and line.
+    pub(crate) fn render(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+        if let Some(e) = self.broken.get(name) {
+            return Err(template_error(name, e));
+        }
+        let t = self
+            .env
+            .get_template(name)
+            .map_err(|e| template_error(name, &e))?;
+        t.render(ctx.clone()).map_err(|e| template_error(name, &e))
+    }
+}
+
+fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
+    let mut message = e
+        .detail()
+        .map_or_else(|| e.kind().to_string(), str::to_owned);
+    if e.kind() == minijinja::ErrorKind::UndefinedError && !message.contains("passwords.yml") {
+        message.push_str(
+            " (a globals.yml variable or a passwords.yml value the template needs is missing)",
+        );
+    }
+    RenderError::Template {
+        template: e.name().unwrap_or(name).to_owned(),
+        line: e.line().unwrap_or(0),
+        message,
+    }
+}
+
+/// Every non-empty value of passwords.yml (SSH keys: both halves): what must never appear in
+/// a ConfigMap or an env literal.
+pub fn secret_values(passwords: &Passwords) -> Vec<&str> {
+    let mut v = Vec::new();
+    for s in passwords.entries.values() {
+        match s {
+            Secret::Empty => {}
+            Secret::Value(x) => v.push(x.as_str()),
+            Secret::SshKey {
+                private_key,
+                public_key,
+            } => {
+                v.push(private_key.as_str());
+                v.push(public_key.as_str());
+            }
+        }
+    }
+    v.retain(|x| !x.is_empty());
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Whether `content` carries any of `secrets`.
+pub fn carries_secret(content: &str, secrets: &[&str]) -> bool {
+    secrets.iter().any(|s| content.contains(s))
+}
+
+/// A globals.yml value (JSON data model) as a template value.
+fn json_value(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::from(()),
+        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::from(i),
+            (_, Some(u), _) => Value::from(u),
+            (_, _, f) => Value::from(f.unwrap_or_default()),
+        },
+        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::Array(a) => Value::from(a.iter().map(json_value).collect::<Vec<_>>()),
+        serde_json::Value::Object(o) => Value::from(
+            o.iter()
+                .map(|(k, v)| (k.clone(), json_value(v)))
+                .collect::<BTreeMap<String, Value>>(),
+        ),
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (for URL user info).
+fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A port of a catalog service by name, or `default` when the catalog does not declare it.
+fn port(catalog: &Catalog, service: &str, name: &str, default: u16) -> u16 {
+    catalog
+        .services
+        .get(service)
+        .and_then(|s| s.ports.iter().find(|p| p.name == name))
+        .map_or(default, |p| p.port)
+}
+
+/// The template context shared by every file of a cloud: globals.yml variables, non-empty
+/// passwords, and the addresses computed for `target`. Computed names win over globals.yml
+/// variables of the same name.
+pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Value> {
+    let g = &config.globals;
+    let c = &config.catalog;
+    let mut m: BTreeMap<String, Value> = BTreeMap::new();
+    for (k, v) in &g.vars {
+        m.insert(k.clone(), json_value(v));
+    }
+    for k in config.passwords.entries.keys() {
+        if let Some(v) = config.passwords.get(k) {
+            m.insert(k.clone(), Value::from(v));
+        }
+    }
+    let mut set = |k: &str, v: Value| {
+        m.insert(k.to_owned(), v);
+    };
+    let url = |service: &str, port: u16| format!("http://{}:{port}", target.host(g, service, None));
+
+    set("api_bind_address", Value::from("0.0.0.0"));
+    let workers = g
+        .vars
+        .get("openstack_service_workers")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(2);
+    set("api_workers", Value::from(workers));
+    set(
+        "enabled_services",
+        Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
+    );
+    // The images' Python (site-packages paths for Horizon).
+    let python = if g.kolla_base_distro == "debian" {
+        "3.11"
+    } else {
+        "3.12"
+    };
+    set("python_version", Value::from(python));
+
+    let db_port = port(c, "mariadb", "mysql", 3306);
+    set(
+        "database_address",
+        Value::from(target.host(g, "mariadb", None)),
+    );
+    set("database_port", Value::from(db_port));
+    set("mariadb_hosts", Value::from(target.hosts(g, "mariadb")));
+
+    let rmq_port = port(c, "rabbitmq", "amqp", 5672);
+    let rmq_user = match g.vars.get("rabbitmq_user") {
+        Some(serde_json::Value::String(u)) if !u.is_empty() => u.clone(),
+        _ => "openstack".to_owned(),
+    };
+    let rmq_hosts = target.hosts(g, "rabbitmq");
+    set("rabbitmq_port", Value::from(rmq_port));
+    set("rabbitmq_user", Value::from(rmq_user.clone()));
+    set(
+        "rabbitmq_nodes",
+        Value::from(
+            rmq_hosts
+                .iter()
+                .map(|h| format!("rabbit@{h}"))
+                .collect::<Vec<_>>(),
+        ),
+    );
+    // Each pod names itself after its own host name; the peers use the same long names.
+    let nodename = match target {
+        Target::Kubernetes => format!(
+            "rabbit@$(hostname -s).rabbitmq.{}.svc",
+            g.kubernetes_namespace
+        ),
+        Target::Compose => format!("rabbit@{}", target.host(g, "rabbitmq", Some(0))),
+    };
+    set("rabbitmq_nodename", Value::from(nodename));
+    if let Some(pw) = config.passwords.get("rabbitmq_password") {
+        let auth = format!("{}:{}", pct(&rmq_user), pct(pw));
+        let hosts: Vec<String> = rmq_hosts
+            .iter()
+            .map(|h| format!("{auth}@{h}:{rmq_port}"))
+            .collect();
+        set(
+            "transport_url",
+            Value::from(format!("rabbit://{}//", hosts.join(","))),
+        );
+    }
+    set("rabbitmq_hosts", Value::from(rmq_hosts));
+
+    let mc_port = port(c, "memcached", "memcached", 11211);
+    set(
+        "memcached_servers",
+        Value::from(
+            target
+                .hosts(g, "memcached")
+                .iter()
+                .map(|h| format!("{h}:{mc_port}"))
+                .collect::<Vec<_>>(),
+        ),
+    );
+
+    let ks_port = port(c, "keystone", "api", 5000);
+    set("keystone_port", Value::from(ks_port));
+    set(
+        "keystone_internal_url",
+        Value::from(url("keystone", ks_port)),
+    );
+    // No external address is modelled yet: the public URL is the internal one.
+    set("keystone_public_url", Value::from(url("keystone", ks_port)));
+    let glance_port = port(c, "glance-api", "api", 9292);
+    set("glance_port", Value::from(glance_port));
+    set(
+        "glance_internal_url",
+        Value::from(url("glance-api", glance_port)),
+    );
+    set(
+        "placement_port",
+        Value::from(port(c, "placement-api", "api", 8780)),
+    );
+    set(
+        "nova_api_port",
+        Value::from(port(c, "nova-api", "api", 8774)),
+    );
+    let md_port = port(c, "nova-api", "metadata", 8775);
+    set("nova_metadata_port", Value::from(md_port));
+    set(
+        "nova_metadata_host",
+        Value::from(target.host(g, "nova-api", None)),
+    );
+    let vnc_port = port(c, "nova-novncproxy", "novnc", 6080);
+    set("nova_novncproxy_port", Value::from(vnc_port));
+    set(
+        "nova_novncproxy_base_url",
+        Value::from(format!(
+            "{}/vnc_lite.html",
+            url("nova-novncproxy", vnc_port)
+        )),
+    );
+    set(
+        "neutron_port",
+        Value::from(port(c, "neutron-server", "api", 9696)),
+    );
+    set("heat_port", Value::from(port(c, "heat-api", "api", 8004)));
+    set(
+        "cinder_port",
+        Value::from(port(c, "cinder-api", "api", 8776)),
+    );
+    set("horizon_port", Value::from(port(c, "horizon", "http", 80)));
+
+    // kolla-ansible: one physical network and bridge per external interface.
+    let n = g
+        .neutron_external_interface
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .count()
+        .max(1);
+    set(
+        "neutron_physical_networks",
+        Value::from((1..=n).map(|i| format!("physnet{i}")).collect::<Vec<_>>()),
+    );
+    set(
+        "neutron_bridges",
+        Value::from(
+            (1..=n)
+                .map(|i| {
+                    if i == 1 {
+                        "br-ex".to_owned()
+                    } else {
+                        format!("br-ex{i}")
+                    }
+                })
+                .collect::<Vec<_>>(),
+        ),
+    );
+    m
+}
+
+/// Parsed override files, parsed once per render.
+struct OverrideSet<'a> {
+    raw: &'a BTreeMap<String, Vec<u8>>,
+    parsed: BTreeMap<&'a str, Ini>,
+}
+
+impl<'a> OverrideSet<'a> {
+    fn new(raw: &'a BTreeMap<String, Vec<u8>>) -> OverrideSet<'a> {
+        OverrideSet {
+            raw,
+            parsed: BTreeMap::new(),
+        }
+    }
+
+    fn get(&mut self, path: &str) -> Result<Option<&Ini>, RenderError> {
+        let Some((key, bytes)) = self.raw.get_key_value(path) else {
+            return Ok(None);
+        };
+        if !self.parsed.contains_key(key.as_str()) {
+            let file = format!("{}/{path}", overrides::DIR);
+            let text = std::str::from_utf8(bytes).map_err(|_| RenderError::Override {
+                file: file.clone(),
+                line: 0,
+                message: "the file is not UTF-8 text".into(),
+            })?;
+            let ini = Ini::parse(text).map_err(|e| RenderError::Override {
+                file,
+                line: e.line,
+                message: e.message,
+            })?;
+            self.parsed.insert(key.as_str(), ini);
+        }
+        Ok(self.parsed.get(key.as_str()))
+    }
+
+    /// `content` with the existing files of `sources` merged over it, in order; unchanged
+    /// (byte for byte) when none exists.
+    fn apply(
+        &mut self,
+        template: &str,
+        content: String,
+        sources: &[String],
+    ) -> Result<String, RenderError> {
+        let mut layers = Vec::new();
+        for s in sources {
+            if let Some(ini) = self.get(s)? {
+                layers.push(ini.clone());
+            }
+        }
+        if layers.is_empty() {
+            return Ok(content);
+        }
+        let mut base = Ini::parse(&content).map_err(|e| RenderError::Template {
+            template: template.to_owned(),
+            line: e.line,
+            message: format!(
+                "the rendered file is not INI, so overrides cannot merge: {}",
+                e.message
+            ),
+        })?;
+        for l in &layers {
+            base.merge(l);
+        }
+        Ok(base.to_text())
+    }
+}
+
+/// The first error among the override checks (layout, per-host overrides of services that are
+/// not DaemonSets, INI syntax), as a [`RenderError`].
+fn check_overrides(config: &Config) -> Result<(), RenderError> {
+    let diags = overrides::check(&config.catalog, &config.overrides);
+    match diags.into_iter().find(kstack_config::Diag::is_error) {
+        Some(d) => Err(RenderError::Override {
+            file: d.file,
+            line: usize::try_from(d.line).unwrap_or(0),
+            message: d.message,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Renders the config directory of every container of every enabled service, in service and
-/// container order.
+/// container order. On Kubernetes, a DaemonSet service with per-host overrides also gets one
+/// [`ContainerFiles`] per container and host (`host: Some(..)`), right after its own.
 pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFiles>, RenderError> {
-    let _ = target;
+    check_overrides(config)?;
+    let templates = Templates::builtin();
+    let base = Value::from(template_context(config, target));
+    let secrets = secret_values(&config.passwords);
+    let host_index = HostIndex::new(config.overrides.keys());
+    let mut ov = OverrideSet::new(&config.overrides);
     let mut out = Vec::new();
     for name in &config.enabled {
         let Some(service) = config.catalog.services.get(name) else {
             continue;
         };
+        let hosts = if target == Target::Kubernetes && service.kind == WorkloadKind::DaemonSet {
+            host_index.hosts_for(service)
+        } else {
+            Vec::new()
+        };
+        let mut variants: Vec<ContainerFiles> = Vec::new();
         for c in &service.containers {
+            let ctx = context! {
+                service => name.as_str(),
+                container => c.name.as_str(),
+                project => service.project.as_str(),
+                ..base.clone()
+            };
+            let mut files = vec![RenderedFile {
+                name: "config.json".into(),
+                content: KollaConfig::for_container(c).to_json(),
+                secret: false,
+            }];
+            // (file, rendered content before overrides) for the per-host variants.
+            let mut rendered = Vec::new();
+            for f in &c.config_files {
+                let tname = format!("{}/{}.j2", service.project, f.template);
+                if !templates.has(&tname) {
+                    return Err(RenderError::UnknownTemplate {
+                        service: name.clone(),
+                        container: c.name.clone(),
+                        project: service.project.clone(),
+                        template: f.template.clone(),
+                    });
+                }
+                let content = templates.render(&tname, &ctx)?;
+                let sources = overrides::sources_for(name, service, c, &f.template);
+                let merged = ov.apply(&tname, content.clone(), &sources)?;
+                files.push(RenderedFile {
+                    name: f.template.clone(),
+                    secret: carries_secret(&merged, &secrets),
+                    content: merged,
+                });
+                rendered.push((f, tname, content, sources));
+            }
+            files.sort_by(|a, b| a.name.cmp(&b.name));
+            for host in &hosts {
+                let mut hfiles = files.clone();
+                for (f, tname, content, sources) in &rendered {
+                    if !f.merge_ini {
+                        continue;
+                    }
+                    let mut s = sources.clone();
+                    s.push(overrides::host_source(&service.project, host, &f.template));
+                    let merged = ov.apply(tname, content.clone(), &s)?;
+                    if let Some(file) = hfiles.iter_mut().find(|x| x.name == f.template) {
+                        file.secret = carries_secret(&merged, &secrets);
+                        file.content = merged;
+                    }
+                }
+                variants.push(ContainerFiles {
+                    service: name.clone(),
+                    container: c.name.clone(),
+                    host: Some((*host).to_owned()),
+                    files: hfiles,
+                });
+            }
             out.push(ContainerFiles {
                 service: name.clone(),
                 container: c.name.clone(),
-                files: vec![RenderedFile {
-                    name: "config.json".into(),
-                    content: KollaConfig::for_container(c).to_json(),
-                    secret: false,
-                }],
+                host: None,
+                files,
             });
         }
+        // Host variants after the service's own files, by host then container.
+        variants.sort_by(|a, b| a.host.cmp(&b.host));
+        out.extend(variants);
     }
     Ok(out)
+}
+
+/// Services of `catalog` that are DaemonSets with per-host overrides in `config`, with their
+/// hosts (what the Kubernetes renderer turns into pinned DaemonSet variants).
+pub fn host_variants(config: &Config) -> BTreeMap<String, BTreeSet<String>> {
+    let ix = HostIndex::new(config.overrides.keys());
+    let mut m = BTreeMap::new();
+    for name in &config.enabled {
+        if let Some(s) = config.catalog.services.get(name)
+            && s.kind == WorkloadKind::DaemonSet
+        {
+            let hosts: BTreeSet<String> = ix.hosts_for(s).into_iter().map(str::to_owned).collect();
+            if !hosts.is_empty() {
+                m.insert(name.clone(), hosts);
+            }
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_errors_name_template_and_line() {
+        let t = Templates::new(&[
+            ("t/ok.j2", "a\n{{ defined }}\nc {{ missing }}\n"),
+            ("t/syntax.j2", "a\nb {% if %}\n"),
+        ]);
+        let ctx = Value::from(BTreeMap::from([("defined".to_owned(), Value::from(1))]));
+        let e = t.render("t/ok.j2", &ctx).unwrap_err();
+        assert_eq!(
+            e,
+            RenderError::Template {
+                template: "t/ok.j2".into(),
+                line: 3,
+                message: "`missing` is undefined (a globals.yml variable or a passwords.yml value the template needs is missing)".into(),
+            }
+        );
+        let RenderError::Template { template, line, .. } =
+            t.render("t/syntax.j2", &ctx).unwrap_err()
+        else {
+            panic!("a template error")
+        };
+        assert_eq!((template.as_str(), line), ("t/syntax.j2", 2));
+    }
+
+    #[test]
+    fn every_builtin_template_compiles() {
+        let t = Templates::builtin();
+        assert!(
+            t.broken.is_empty(),
+            "{:?}",
+            t.broken.keys().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn oslo_filter_escapes_dollars() {
+        let t = Templates::new(&[("t.j2", "{{ v|oslo }}")]);
+        let ctx = Value::from(BTreeMap::from([("v".to_owned(), Value::from("a$b"))]));
+        assert_eq!(t.render("t.j2", &ctx).unwrap(), "a$$b");
+    }
+
+    #[test]
+    fn addresses_per_target() {
+        let g = Globals::default();
+        let k = Target::Kubernetes;
+        assert_eq!(k.host(&g, "keystone", None), "keystone.openstack.svc");
+        assert_eq!(
+            k.host(&g, "rabbitmq", Some(2)),
+            "rabbitmq-2.rabbitmq.openstack.svc"
+        );
+        let c = Target::Compose;
+        assert_eq!(c.host(&g, "keystone", None), "127.0.0.1");
+        let g2 = Globals {
+            kolla_internal_vip_address: Some("10.0.0.5".into()),
+            replicas: BTreeMap::from([("rabbitmq".to_owned(), 3)]),
+            ..Globals::default()
+        };
+        assert_eq!(c.hosts(&g2, "rabbitmq"), vec!["10.0.0.5"]);
+        assert_eq!(k.hosts(&g2, "rabbitmq").len(), 3);
+    }
+
+    #[test]
+    fn percent_encoding_of_user_info() {
+        assert_eq!(pct("a@b:c/d"), "a%40b%3Ac%2Fd");
+        assert_eq!(pct("Abc-9_.~"), "Abc-9_.~");
+    }
 }

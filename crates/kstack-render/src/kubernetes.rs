@@ -3,46 +3,55 @@
 //! Pure: no IO, no client. The same input gives the same objects in the same order
 //! (`BTreeMap` everywhere, objects sorted by [`crate::Rendered`]).
 //!
-//! What is rendered today, per enabled service:
+//! What is rendered, per enabled service:
 //! - a workload of the catalog's kind (Deployment, StatefulSet or DaemonSet) running the Kolla
 //!   image with its own `dumb-init`/`kolla_start` entrypoint (no `command`), env
 //!   `KOLLA_CONFIG_STRATEGY` and `KOLLA_SERVICE_NAME`, probes from the catalog health check;
+//!   a DaemonSet with per-host overrides also gets one variant per host (`<service>-<hash of
+//!   the host>`), pinned to that node, while the main DaemonSet keeps off those nodes;
 //! - a Service (headless for a StatefulSet);
 //! - a PersistentVolumeClaim per persistent volume (StatefulSets also get
 //!   `volumeClaimTemplates`; their rendered claim is replica 0's, for the bootstrap Job);
-//! - per container an immutable, content-hash named ConfigMap holding only Kolla's
-//!   `config.json`, mounted read-only at `/var/lib/kolla/config_files`;
-//! - a Job per `kolla_bootstrap` bootstrap task (same image and config mount, `KOLLA_BOOTSTRAP=""`).
+//! - per rendered config file (see [`crate::files`]) one immutable, content-hash named object:
+//!   a Secret when the file carries a passwords.yml value, else a ConfigMap; each container
+//!   mounts its `config.json` and files as one projected volume at `/var/lib/kolla/config_files`;
+//! - a Job per bootstrap task, named `<service>-<task>-<hash of the Job spec>` and labelled
+//!   with [`NAME_LABEL`] and [`TASK_LABEL`]: `kolla_bootstrap` (same image and config,
+//!   `KOLLA_BOOTSTRAP=""`), `db_create` (the MariaDB client with a mounted Secret holding the
+//!   client config and the SQL), `keystone_register` (the `openstack` CLI in kolla-toolbox with
+//!   a mounted `clouds.yaml`; Keystone itself runs `keystone-manage bootstrap`), `command`.
 //!
-//! Deliberately absent: the OpenStack config file *contents* (`keystone.conf`, ...). They come
-//! from templates in a later step; until then `config.json` names sources that the ConfigMap
-//! does not hold, and no placeholder content is invented for them. Bootstrap tasks of the other
-//! kinds (db_create, keystone_register, command) are not rendered yet either.
+//! No secret is ever an env literal: passwords reach env only through `secretKeyRef`.
 
 use std::collections::BTreeMap;
 
+use kstack_config::Config;
 use kstack_k8s::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
     RollingUpdateDeployment, StatefulSet, StatefulSetSpec,
 };
 use kstack_k8s::api::batch::v1::{Job, JobSpec};
 use kstack_k8s::api::core::v1::{
-    ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    ExecAction, HTTPGetAction, HostPathVolumeSource, Namespace, PersistentVolumeClaim,
+    Affinity, ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Namespace,
+    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe,
-    ProjectedVolumeSource, ResourceRequirements, SecurityContext, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
+    ProjectedVolumeSource, ResourceRequirements, Secret, SecretKeySelector, SecretProjection,
+    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
+    VolumeResourceRequirements,
 };
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
-use kstack_config::Config;
+use kstack_k8s::k8s_openapi::ByteString;
 use kstack_model::catalog::{self, BootstrapKind, HealthTest, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::files::RenderError;
+use crate::files::{
+    ContainerFiles, RenderError, RenderedFile, Target, carries_secret, render_files, secret_values,
+};
 use crate::{Object, Rendered};
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
@@ -106,18 +115,6 @@ pub fn short_hash(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))[..10].to_owned()
 }
 
-/// Renders every enabled service of a loaded config directory, plus the namespace.
-pub fn render(config: &Config) -> Result<Rendered, RenderError> {
-    let globals = &config.globals;
-    let mut objects = vec![Object::Namespace(namespace(globals))];
-    for (name, service) in &config.catalog.services {
-        if config.enabled.contains(name) {
-            objects.extend(render_service(globals, name, service));
-        }
-    }
-    Ok(Rendered::new(objects))
-}
-
 fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
@@ -161,78 +158,6 @@ fn namespace(globals: &Globals) -> Namespace {
         },
         ..Default::default()
     }
-}
-
-/// The per-container pieces shared by the workload and the bootstrap Jobs.
-struct ContainerParts {
-    config_map: ConfigMap,
-    volume: Volume,
-    mount: VolumeMount,
-}
-
-fn config_parts(globals: &Globals, service: &str, c: &catalog::Container) -> ContainerParts {
-    let json = KollaConfig::for_container(c).to_json();
-    let cm_name = format!(
-        "{service}-{}-config-json-{}",
-        c.name,
-        short_hash(json.as_bytes())
-    );
-    let config_map = ConfigMap {
-        metadata: meta(globals, &cm_name, labels(service, "config")),
-        data: Some(BTreeMap::from([("config.json".to_owned(), json)])),
-        immutable: Some(true),
-        ..Default::default()
-    };
-    let vol_name = format!("kolla-config-{}", c.name);
-    let volume = Volume {
-        name: vol_name.clone(),
-        projected: Some(ProjectedVolumeSource {
-            sources: Some(vec![VolumeProjection {
-                config_map: Some(ConfigMapProjection {
-                    name: cm_name,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let mount = VolumeMount {
-        name: vol_name,
-        mount_path: KOLLA_CONFIG_DIR.to_owned(),
-        read_only: Some(true),
-        ..Default::default()
-    };
-    ContainerParts {
-        config_map,
-        volume,
-        mount,
-    }
-}
-
-fn env(globals: &Globals, container: &str, bootstrap: bool) -> Vec<EnvVar> {
-    let mut env = vec![
-        EnvVar {
-            name: "KOLLA_CONFIG_STRATEGY".into(),
-            value: Some(globals.config_strategy.clone()),
-            ..Default::default()
-        },
-        EnvVar {
-            name: "KOLLA_SERVICE_NAME".into(),
-            value: Some(container.replace('_', "-")),
-            ..Default::default()
-        },
-    ];
-    if bootstrap {
-        // Present but empty: the image's extend_start runs its bootstrap branch and exits 0.
-        env.push(EnvVar {
-            name: "KOLLA_BOOTSTRAP".into(),
-            value: Some(String::new()),
-            ..Default::default()
-        });
-    }
-    env
 }
 
 fn probe(h: &catalog::Healthcheck) -> Probe {
@@ -373,181 +298,6 @@ fn resources(globals: &Globals, service: &str) -> Option<ResourceRequirements> {
     })
 }
 
-fn render_service(globals: &Globals, name: &str, service: &catalog::Service) -> Vec<Object> {
-    let mut out = Vec::new();
-    let is_sts = service.kind == WorkloadKind::StatefulSet;
-
-    // Persistent volumes outside a StatefulSet: one claim each, named <service>-<volume>.
-    // For a StatefulSet the claim of replica 0 (`<volume>-<service>-0`, the name the
-    // StatefulSet controller would give it, so it adopts it) is rendered too: the bootstrap Job
-    // runs before the StatefulSet exists and must find the claim to write the data volume.
-    let claim = |v: &catalog::Volume| Some(format!("{name}-{}", v.name));
-    for v in &service.volumes {
-        if let VolumeKind::PersistentClaim { size } = &v.kind {
-            let claim_name = if is_sts {
-                format!("{}-{name}-0", v.name)
-            } else {
-                format!("{name}-{}", v.name)
-            };
-            out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
-                metadata: meta(globals, &claim_name, labels(name, "data")),
-                spec: Some(pvc_spec(globals, size)),
-                ..Default::default()
-            }));
-        }
-    }
-    let (data_vols, data_mounts) = data_volumes(service, |v| (!is_sts).then(|| claim(v)).flatten());
-
-    let mut containers = Vec::new();
-    let mut volumes = Vec::new();
-    let mut parts_by_container = BTreeMap::new();
-    for (i, c) in service.containers.iter().enumerate() {
-        let parts = config_parts(globals, name, c);
-        let mut mounts = vec![parts.mount.clone()];
-        mounts.extend(data_mounts.iter().cloned());
-        let (readiness, liveness, startup) = match &c.healthcheck {
-            Some(h) => {
-                let (r, l, s) = probes(h);
-                (Some(r), Some(l), Some(s))
-            }
-            None => (None, None, None),
-        };
-        // Ports belong to the service in the catalog; declare them on the first container.
-        let ports = (i == 0 && !service.ports.is_empty()).then(|| {
-            service
-                .ports
-                .iter()
-                .map(|p| ContainerPort {
-                    name: Some(p.name.clone()),
-                    container_port: i32::from(p.port),
-                    protocol: Some(protocol(p.protocol)),
-                    ..Default::default()
-                })
-                .collect()
-        });
-        containers.push(Container {
-            name: c.name.clone(),
-            image: Some(globals.image_ref(&service.project, &c.image)),
-            env: Some(env(globals, &c.name, false)),
-            ports,
-            volume_mounts: Some(mounts),
-            readiness_probe: readiness,
-            liveness_probe: liveness,
-            startup_probe: startup,
-            security_context: security_context(service),
-            resources: resources(globals, name),
-            ..Default::default()
-        });
-        volumes.push(parts.volume.clone());
-        out.push(Object::ConfigMap(parts.config_map.clone()));
-        parts_by_container.insert(c.name.clone(), parts);
-    }
-    volumes.extend(data_vols);
-
-    let template = PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels(name, "server")),
-            ..Default::default()
-        }),
-        spec: Some(pod_spec(globals, service, containers, volumes)),
-    };
-    let sel = LabelSelector {
-        match_labels: Some(selector(name)),
-        ..Default::default()
-    };
-    let replicas = i32::try_from(globals.replicas_for(name)).unwrap_or(i32::MAX);
-    let wl_meta = meta(globals, name, labels(name, "server"));
-
-    match service.kind {
-        WorkloadKind::Deployment => out.push(Object::Deployment(Deployment {
-            metadata: wl_meta,
-            spec: Some(DeploymentSpec {
-                replicas: Some(replicas),
-                selector: sel,
-                template,
-                // Never take an API replica away before its successor is ready.
-                strategy: Some(DeploymentStrategy {
-                    type_: Some("RollingUpdate".into()),
-                    rolling_update: Some(RollingUpdateDeployment {
-                        max_unavailable: Some(IntOrString::Int(0)),
-                        max_surge: Some(IntOrString::Int(1)),
-                    }),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })),
-        WorkloadKind::StatefulSet => {
-            let claims = service
-                .volumes
-                .iter()
-                .filter_map(|v| match &v.kind {
-                    VolumeKind::PersistentClaim { size } => Some(PersistentVolumeClaim {
-                        metadata: ObjectMeta {
-                            name: Some(v.name.clone()),
-                            labels: Some(labels(name, "data")),
-                            ..Default::default()
-                        },
-                        spec: Some(pvc_spec(globals, size)),
-                        ..Default::default()
-                    }),
-                    _ => None,
-                })
-                .collect::<Vec<_>>();
-            out.push(Object::StatefulSet(StatefulSet {
-                metadata: wl_meta,
-                spec: Some(StatefulSetSpec {
-                    replicas: Some(replicas),
-                    selector: sel,
-                    service_name: Some(name.to_owned()),
-                    template,
-                    volume_claim_templates: (!claims.is_empty()).then_some(claims),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }))
-        }
-        WorkloadKind::DaemonSet => out.push(Object::DaemonSet(DaemonSet {
-            metadata: wl_meta,
-            spec: Some(DaemonSetSpec {
-                selector: sel,
-                template,
-                ..Default::default()
-            }),
-            ..Default::default()
-        })),
-    }
-
-    if let Some(svc) = service_object(globals, name, service) {
-        out.push(Object::Service(svc));
-    }
-
-    for task in &service.bootstrap {
-        if let BootstrapKind::KollaBootstrap { container } = &task.task {
-            let c = container
-                .as_ref()
-                .and_then(|n| service.containers.iter().find(|c| &c.name == n))
-                .or_else(|| service.containers.first());
-            let Some(c) = c else { continue };
-            let Some(parts) = parts_by_container.get(&c.name) else {
-                continue;
-            };
-            // StatefulSet data lives in the first replica's claim (`<volume>-<service>-0`).
-            let (jvols, jmounts) = data_volumes(service, |v| {
-                Some(if is_sts {
-                    format!("{}-{name}-0", v.name)
-                } else {
-                    format!("{name}-{}", v.name)
-                })
-            });
-            out.push(Object::Job(bootstrap_job(
-                globals, name, service, c, &task.name, parts, jvols, jmounts,
-            )));
-        }
-    }
-    out
-}
-
 fn protocol(p: catalog::Protocol) -> String {
     match p {
         catalog::Protocol::Tcp => "TCP".into(),
@@ -588,36 +338,1027 @@ fn service_object(globals: &Globals, name: &str, service: &catalog::Service) -> 
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn bootstrap_job(
-    globals: &Globals,
-    name: &str,
-    service: &catalog::Service,
-    c: &catalog::Container,
-    task: &str,
-    parts: &ContainerParts,
-    data_vols: Vec<Volume>,
-    data_mounts: Vec<VolumeMount>,
-) -> Job {
-    let mut mounts = vec![parts.mount.clone()];
-    mounts.extend(data_mounts);
-    let mut volumes = vec![parts.volume.clone()];
-    volumes.extend(data_vols);
-    let container = Container {
-        name: c.name.clone(),
-        image: Some(globals.image_ref(&service.project, &c.image)),
-        env: Some(env(globals, &c.name, true)),
-        volume_mounts: Some(mounts),
-        security_context: security_context(service),
-        ..Default::default()
+/// Label naming the bootstrap task a Job runs (the catalog task name), so the deploy engine
+/// finds the Job of a task.
+pub const TASK_LABEL: &str = "kstack.io/task";
+/// Label telling a DaemonSet's pods from those of its per-host variants (`all`, or the hash of
+/// the host), so their selectors never overlap.
+pub const VARIANT_LABEL: &str = "kstack.io/variant";
+/// The node label a per-host variant is pinned by.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Where the db_create and keystone_register Jobs mount their files.
+const TASK_FILES_DIR: &str = "/var/lib/kstack/task";
+
+/// Renders every enabled service of a loaded config directory, plus the namespace.
+pub fn render(config: &Config) -> Result<Rendered, RenderError> {
+    let globals = &config.globals;
+    let files = render_files(config, Target::Kubernetes)?;
+    let r = Renderer {
+        config,
+        globals,
+        secrets: secret_values(&config.passwords),
+        files: &files,
     };
-    let mut pod = pod_spec(globals, service, vec![container], volumes);
-    pod.restart_policy = Some("OnFailure".into());
+    let mut objects = vec![Object::Namespace(namespace(globals))];
+    for (name, service) in &config.catalog.services {
+        if config.enabled.contains(name) {
+            objects.extend(r.service(name, service)?);
+        }
+    }
+    // Objects shared by containers (the same file content) are rendered once.
+    let mut seen = std::collections::BTreeSet::new();
+    objects.retain(|o| seen.insert((o.kind(), o.name().to_owned())));
+    Ok(Rendered::new(objects))
+}
+
+/// Everything rendering one service needs.
+struct Renderer<'a> {
+    config: &'a Config,
+    globals: &'a Globals,
+    secrets: Vec<&'a str>,
+    files: &'a [ContainerFiles],
+}
+
+/// One container's config files as objects and the projected volume that mounts them.
+#[derive(Clone)]
+struct ContainerParts {
+    objects: Vec<Object>,
+    volume: Volume,
+    mount: VolumeMount,
+}
+
+/// A Kubernetes object name from a file name: lower case, `[a-z0-9.-]` only.
+fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
+fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
+    let mut l = labels(service, "bootstrap");
+    l.insert(TASK_LABEL.to_owned(), task.to_owned());
+    l
+}
+
+/// One file as its own immutable object, named `<prefix>-<hash of the content>`: a Secret if
+/// it carries a passwords.yml value, else a ConfigMap. Returns it with its volume projection
+/// (the file name as key and path).
+fn file_object(
+    globals: &Globals,
+    prefix: &str,
+    labels: BTreeMap<String, String>,
+    file: &RenderedFile,
+) -> (Object, VolumeProjection) {
+    let name = format!("{prefix}-{}", short_hash(file.content.as_bytes()));
+    let items = Some(vec![KeyToPath {
+        key: file.name.clone(),
+        path: file.name.clone(),
+        mode: None,
+    }]);
+    if file.secret {
+        let object = Object::Secret(Secret {
+            metadata: meta(globals, &name, labels),
+            data: Some(BTreeMap::from([(
+                file.name.clone(),
+                ByteString(file.content.as_bytes().to_vec()),
+            )])),
+            immutable: Some(true),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        });
+        let projection = VolumeProjection {
+            secret: Some(SecretProjection {
+                name,
+                items,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (object, projection)
+    } else {
+        let object = Object::ConfigMap(ConfigMap {
+            metadata: meta(globals, &name, labels),
+            data: Some(BTreeMap::from([(file.name.clone(), file.content.clone())])),
+            immutable: Some(true),
+            ..Default::default()
+        });
+        let projection = VolumeProjection {
+            config_map: Some(ConfigMapProjection {
+                name,
+                items,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (object, projection)
+    }
+}
+
+/// Files as objects, mounted together read-only at `mount_path` through one projected volume.
+fn files_volume(
+    globals: &Globals,
+    owner: &str,
+    prefix: impl Fn(&RenderedFile) -> String,
+    labels: &BTreeMap<String, String>,
+    files: &[RenderedFile],
+    volume_name: &str,
+    mount_path: &str,
+) -> ContainerParts {
+    let mut objects = Vec::new();
+    let mut sources = Vec::new();
+    for f in files {
+        let (o, p) = file_object(globals, &prefix(f), labels.clone(), f);
+        debug_assert_eq!(o.service(), Some(owner));
+        objects.push(o);
+        sources.push(p);
+    }
+    ContainerParts {
+        objects,
+        volume: Volume {
+            name: volume_name.to_owned(),
+            projected: Some(ProjectedVolumeSource {
+                sources: Some(sources),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        mount: VolumeMount {
+            name: volume_name.to_owned(),
+            mount_path: mount_path.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+    }
+}
+
+/// The objects and volume of one container's Kolla config directory, owned by `owner`.
+fn config_parts(globals: &Globals, owner: &str, files: &ContainerFiles) -> ContainerParts {
+    let container = &files.container;
+    files_volume(
+        globals,
+        owner,
+        |f| {
+            if f.name == "config.json" {
+                format!("{owner}-{container}-config-json")
+            } else {
+                format!("{owner}-{}", slug(&f.name))
+            }
+        },
+        &labels(owner, "config"),
+        &files.files,
+        &format!("kolla-config-{container}"),
+        KOLLA_CONFIG_DIR,
+    )
+}
+
+/// An env var set from a literal (never a secret).
+fn literal(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn env(globals: &Globals, container: &str, bootstrap: bool) -> Vec<EnvVar> {
+    let mut env = vec![
+        literal("KOLLA_CONFIG_STRATEGY", globals.config_strategy.clone()),
+        literal("KOLLA_SERVICE_NAME", container.replace('_', "-")),
+    ];
+    if bootstrap {
+        // Present but empty: the image's extend_start runs its bootstrap branch and exits 0.
+        env.push(literal("KOLLA_BOOTSTRAP", ""));
+    }
+    env
+}
+
+/// Env from passwords: the values go into one immutable Secret (`<service>-<task>-env-<hash>`)
+/// and the env vars refer to it by `secretKeyRef`.
+fn secret_env(
+    globals: &Globals,
+    service: &str,
+    task: &str,
+    pairs: &[(&str, &str)],
+) -> (Object, Vec<EnvVar>) {
+    let data: BTreeMap<String, ByteString> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+    let hash = short_hash(&serde_json::to_vec(&data).expect("env data serializes"));
+    let name = format!("{service}-{task}-env-{hash}");
+    let vars = pairs
+        .iter()
+        .map(|(k, _)| EnvVar {
+            name: (*k).to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: name.clone(),
+                    key: (*k).to_owned(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let secret = Object::Secret(Secret {
+        metadata: meta(globals, &name, task_labels(service, task)),
+        data: Some(data),
+        immutable: Some(true),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    });
+    (secret, vars)
+}
+
+/// Quotes a word for bash when it holds anything but plain characters.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// A one-off command in a Kolla image: the config files are copied first (`kolla_set_configs`),
+/// as kolla-ansible does for its one-off containers. Commands that are already `kolla_start`
+/// or a shell are kept as they are.
+fn one_off_args(command: &[String]) -> Vec<String> {
+    match command.first().map(String::as_str) {
+        Some("kolla_start" | "bash" | "sh") | None => command.to_vec(),
+        Some(_) => {
+            let words: Vec<String> = command.iter().map(|w| shell_word(w)).collect();
+            vec![
+                "bash".into(),
+                "-c".into(),
+                format!("sudo -E kolla_set_configs && exec {}", words.join(" ")),
+            ]
+        }
+    }
+}
+
+/// A SQL string literal.
+fn sql_str(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// A SQL identifier.
+fn sql_ident(s: &str) -> String {
+    format!("`{}`", s.replace('`', "``"))
+}
+
+/// A MySQL option file value, double-quoted.
+fn cnf_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+impl Renderer<'_> {
+    fn password(&self, service: &str, key: &str) -> Result<&str, RenderError> {
+        self.config
+            .passwords
+            .get(key)
+            .ok_or_else(|| RenderError::MissingPassword {
+                service: service.to_owned(),
+                key: key.to_owned(),
+            })
+    }
+
+    fn file(&self, name: &str, content: String) -> RenderedFile {
+        RenderedFile {
+            name: name.to_owned(),
+            secret: carries_secret(&content, &self.secrets),
+            content,
+        }
+    }
+
+    /// The files of one container (`host: None`) or of its per-host variant.
+    fn container_files(
+        &self,
+        service: &str,
+        container: &str,
+        host: Option<&str>,
+    ) -> Option<&ContainerFiles> {
+        self.files
+            .iter()
+            .find(|f| f.service == service && f.container == container && f.host.as_deref() == host)
+    }
+
+    fn service(&self, name: &str, service: &catalog::Service) -> Result<Vec<Object>, RenderError> {
+        let globals = self.globals;
+        let mut out = Vec::new();
+        let is_sts = service.kind == WorkloadKind::StatefulSet;
+
+        // Persistent volumes outside a StatefulSet: one claim each, named <service>-<volume>.
+        // For a StatefulSet the claim of replica 0 (`<volume>-<service>-0`, the name the
+        // StatefulSet controller would give it, so it adopts it) is rendered too: the bootstrap
+        // Job runs before the StatefulSet exists and must find the claim to write the data volume.
+        for v in &service.volumes {
+            if let VolumeKind::PersistentClaim { size } = &v.kind {
+                out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
+                    metadata: meta(globals, &claim_name(name, is_sts, v), labels(name, "data")),
+                    spec: Some(pvc_spec(globals, size)),
+                    ..Default::default()
+                }));
+            }
+        }
+
+        let parts = self.parts(name, service, None);
+        for p in parts.values() {
+            out.extend(p.objects.iter().cloned());
+        }
+        let hosts = host_variants_of(self.config, name);
+        let replicas = i32::try_from(globals.replicas_for(name)).unwrap_or(i32::MAX);
+
+        match service.kind {
+            WorkloadKind::Deployment => {
+                let template = self.pod_template(name, service, &parts, None);
+                out.push(Object::Deployment(Deployment {
+                    metadata: meta(globals, name, labels(name, "server")),
+                    spec: Some(DeploymentSpec {
+                        replicas: Some(replicas),
+                        selector: label_selector(selector(name)),
+                        template,
+                        // Never take an API replica away before its successor is ready.
+                        strategy: Some(DeploymentStrategy {
+                            type_: Some("RollingUpdate".into()),
+                            rolling_update: Some(RollingUpdateDeployment {
+                                max_unavailable: Some(IntOrString::Int(0)),
+                                max_surge: Some(IntOrString::Int(1)),
+                            }),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }))
+            }
+            WorkloadKind::StatefulSet => {
+                let template = self.pod_template(name, service, &parts, None);
+                let claims = service
+                    .volumes
+                    .iter()
+                    .filter_map(|v| match &v.kind {
+                        VolumeKind::PersistentClaim { size } => Some(PersistentVolumeClaim {
+                            metadata: ObjectMeta {
+                                name: Some(v.name.clone()),
+                                labels: Some(labels(name, "data")),
+                                ..Default::default()
+                            },
+                            spec: Some(pvc_spec(globals, size)),
+                            ..Default::default()
+                        }),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>();
+                out.push(Object::StatefulSet(StatefulSet {
+                    metadata: meta(globals, name, labels(name, "server")),
+                    spec: Some(StatefulSetSpec {
+                        replicas: Some(replicas),
+                        selector: label_selector(selector(name)),
+                        service_name: Some(name.to_owned()),
+                        template,
+                        volume_claim_templates: (!claims.is_empty()).then_some(claims),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }))
+            }
+            WorkloadKind::DaemonSet => {
+                // The main DaemonSet keeps off the hosts that have a variant of their own.
+                let mut template = self.pod_template(name, service, &parts, Some("all"));
+                if !hosts.is_empty() {
+                    pin(&mut template, "NotIn", hosts.to_vec());
+                }
+                out.push(Object::DaemonSet(daemon_set(
+                    globals, name, name, "all", template,
+                )));
+                for host in &hosts {
+                    let variant = short_hash(host.as_bytes());
+                    let hparts = self.parts(name, service, Some(host));
+                    for p in hparts.values() {
+                        out.extend(p.objects.iter().cloned());
+                    }
+                    let mut template = self.pod_template(name, service, &hparts, Some(&variant));
+                    pin(&mut template, "In", vec![host.clone()]);
+                    out.push(Object::DaemonSet(daemon_set(
+                        globals,
+                        name,
+                        &format!("{name}-{variant}"),
+                        &variant,
+                        template,
+                    )));
+                }
+            }
+        }
+
+        if let Some(svc) = service_object(globals, name, service) {
+            out.push(Object::Service(svc));
+        }
+
+        for task in &service.bootstrap {
+            out.extend(self.task(name, service, &parts, task)?);
+        }
+        Ok(out)
+    }
+
+    /// Config parts by container name, for the main workload or a host variant.
+    fn parts(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        host: Option<&str>,
+    ) -> BTreeMap<String, ContainerParts> {
+        let mut m = BTreeMap::new();
+        for c in &service.containers {
+            if let Some(files) = self.container_files(name, &c.name, host) {
+                m.insert(c.name.clone(), config_parts(self.globals, name, files));
+            }
+        }
+        m
+    }
+
+    fn pod_template(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        parts: &BTreeMap<String, ContainerParts>,
+        variant: Option<&str>,
+    ) -> PodTemplateSpec {
+        let globals = self.globals;
+        let is_sts = service.kind == WorkloadKind::StatefulSet;
+        let (data_vols, data_mounts) =
+            data_volumes(service, |v| (!is_sts).then(|| claim_name(name, false, v)));
+        let mut containers = Vec::new();
+        let mut volumes = Vec::new();
+        for (i, c) in service.containers.iter().enumerate() {
+            let mut mounts = Vec::new();
+            if let Some(p) = parts.get(&c.name) {
+                mounts.push(p.mount.clone());
+                volumes.push(p.volume.clone());
+            }
+            mounts.extend(data_mounts.iter().cloned());
+            let (readiness, liveness, startup) = match &c.healthcheck {
+                Some(h) => {
+                    let (r, l, s) = probes(h);
+                    (Some(r), Some(l), Some(s))
+                }
+                None => (None, None, None),
+            };
+            // Ports belong to the service in the catalog; declare them on the first container.
+            let ports = (i == 0 && !service.ports.is_empty()).then(|| {
+                service
+                    .ports
+                    .iter()
+                    .map(|p| ContainerPort {
+                        name: Some(p.name.clone()),
+                        container_port: i32::from(p.port),
+                        protocol: Some(protocol(p.protocol)),
+                        ..Default::default()
+                    })
+                    .collect()
+            });
+            containers.push(Container {
+                name: c.name.clone(),
+                image: Some(globals.image_ref(&service.project, &c.image)),
+                env: Some(env(globals, &c.name, false)),
+                ports,
+                volume_mounts: Some(mounts),
+                readiness_probe: readiness,
+                liveness_probe: liveness,
+                startup_probe: startup,
+                security_context: security_context(service),
+                resources: resources(globals, name),
+                ..Default::default()
+            });
+        }
+        volumes.extend(data_vols);
+        let mut pod_labels = labels(name, "server");
+        if let Some(v) = variant {
+            pod_labels.insert(VARIANT_LABEL.to_owned(), v.to_owned());
+        }
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(pod_labels),
+                ..Default::default()
+            }),
+            spec: Some(pod_spec(globals, service, containers, volumes)),
+        }
+    }
+
+    /// The objects of one bootstrap task: its Job and the Secrets/ConfigMaps only it mounts.
+    fn task(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        parts: &BTreeMap<String, ContainerParts>,
+        task: &catalog::BootstrapTask,
+    ) -> Result<Vec<Object>, RenderError> {
+        let globals = self.globals;
+        let mut out = Vec::new();
+        let (pod, extra) = match &task.task {
+            BootstrapKind::KollaBootstrap { container } => {
+                let c = container
+                    .as_ref()
+                    .and_then(|n| service.containers.iter().find(|c| &c.name == n))
+                    .or_else(|| service.containers.first());
+                let Some(c) = c else { return Ok(out) };
+                let mut env = env(globals, &c.name, true);
+                let secret_pairs = self.bootstrap_secret_env(name, service)?;
+                env.extend(self.bootstrap_literal_env(service));
+                if !secret_pairs.is_empty() {
+                    let pairs: Vec<(&str, &str)> =
+                        secret_pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    let (secret, vars) = secret_env(globals, name, &task.name, &pairs);
+                    out.push(secret);
+                    env.extend(vars);
+                }
+                let pod = self.kolla_pod(name, service, c, parts.get(&c.name), None, env);
+                (pod, Vec::new())
+            }
+            BootstrapKind::Command {
+                image,
+                command,
+                env: extra_env,
+            } => {
+                // The container running the image: one of the service's own, else one of
+                // another enabled service of the project (e.g. nova-conductor's for
+                // discover_hosts), whose config then comes along.
+                let own = image
+                    .as_ref()
+                    .and_then(|i| service.containers.iter().find(|c| &c.image == i));
+                let (src_name, src, c) = match (own, image) {
+                    (Some(c), _) => (name, service, c),
+                    (None, Some(i)) => self
+                        .config
+                        .catalog
+                        .services
+                        .iter()
+                        .filter(|(n, s)| {
+                            s.project == service.project && self.config.enabled.contains(*n)
+                        })
+                        .find_map(|(n, s)| {
+                            s.containers
+                                .iter()
+                                .find(|c| &c.image == i)
+                                .map(|c| (n.as_str(), s, c))
+                        })
+                        .unwrap_or((name, service, &service.containers[0])),
+                    (None, None) => (name, service, &service.containers[0]),
+                };
+                let cparts = if src_name == name {
+                    parts.get(&c.name).cloned()
+                } else {
+                    self.container_files(src_name, &c.name, None)
+                        .map(|f| config_parts(globals, name, f))
+                };
+                if let Some(p) = &cparts {
+                    out.extend(p.objects.iter().cloned());
+                }
+                let mut env = env(globals, &c.name, false);
+                env.extend(extra_env.iter().map(|(k, v)| literal(k, v.clone())));
+                let image = image.clone().unwrap_or_else(|| c.image.clone());
+                let mut pod = self.kolla_pod(name, src, c, cparts.as_ref(), Some(&image), env);
+                pod.containers[0].args = Some(one_off_args(command));
+                (pod, Vec::new())
+            }
+            BootstrapKind::DbCreate { databases, users } => {
+                self.db_create(name, service, &task.name, databases, users)?
+            }
+            BootstrapKind::KeystoneRegister {
+                service_name,
+                service_type,
+                endpoints,
+            } => {
+                if service.project == "keystone" {
+                    self.keystone_bootstrap(name, service, parts, &task.name, &mut out)?
+                } else {
+                    self.keystone_register(
+                        name,
+                        service,
+                        &task.name,
+                        service_name,
+                        service_type,
+                        endpoints,
+                    )?
+                }
+            }
+        };
+        out.extend(extra);
+        out.push(Object::Job(job(globals, name, &task.name, pod)));
+        Ok(out)
+    }
+
+    /// A pod running one Kolla container with its config mount and the data volumes of the
+    /// service the container belongs to (`src`).
+    #[allow(clippy::too_many_arguments)]
+    fn kolla_pod(
+        &self,
+        owner: &str,
+        src: &catalog::Service,
+        c: &catalog::Container,
+        parts: Option<&ContainerParts>,
+        image: Option<&str>,
+        env: Vec<EnvVar>,
+    ) -> PodSpec {
+        let globals = self.globals;
+        let src_name = self
+            .config
+            .catalog
+            .services
+            .iter()
+            .find(|(_, s)| std::ptr::eq(*s, src))
+            .map_or(owner, |(n, _)| n.as_str());
+        let is_sts = src.kind == WorkloadKind::StatefulSet;
+        // StatefulSet data lives in the first replica's claim (`<volume>-<service>-0`).
+        let (data_vols, data_mounts) = data_volumes(src, |v| Some(claim_name(src_name, is_sts, v)));
+        let mut mounts = Vec::new();
+        let mut volumes = Vec::new();
+        if let Some(p) = parts {
+            mounts.push(p.mount.clone());
+            volumes.push(p.volume.clone());
+        }
+        mounts.extend(data_mounts);
+        volumes.extend(data_vols);
+        let container = Container {
+            name: c.name.clone(),
+            image: Some(globals.image_ref(&src.project, image.unwrap_or(&c.image))),
+            env: Some(env),
+            volume_mounts: Some(mounts),
+            security_context: security_context(src),
+            ..Default::default()
+        };
+        let mut pod = pod_spec(globals, src, vec![container], volumes);
+        pod.restart_policy = Some("OnFailure".into());
+        pod
+    }
+
+    /// Env secrets the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).
+    fn bootstrap_secret_env(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+    ) -> Result<Vec<(&'static str, String)>, RenderError> {
+        let keys: &[(&str, &str)] = match service.project.as_str() {
+            "mariadb" => &[("DB_ROOT_PASSWORD", "database_password")],
+            "rabbitmq" => &[("RABBITMQ_CLUSTER_COOKIE", "rabbitmq_cluster_cookie")],
+            "heat" => &[
+                ("HEAT_DOMAIN_ADMIN_PASSWORD", "heat_domain_admin_password"),
+                ("OS_PASSWORD", "keystone_admin_password"),
+            ],
+            _ => &[],
+        };
+        keys.iter()
+            .map(|(env, key)| Ok((*env, self.password(name, key)?.to_owned())))
+            .collect()
+    }
+
+    /// Plain env the Kolla bootstrap of some images reads.
+    fn bootstrap_literal_env(&self, service: &catalog::Service) -> Vec<EnvVar> {
+        let g = self.globals;
+        match service.project.as_str() {
+            "mariadb" => vec![literal("DB_MAX_TIMEOUT", "60")],
+            // heat's bootstrap creates its domain through Keystone as the admin.
+            "heat" => vec![
+                literal("OS_AUTH_URL", self.keystone_url()),
+                literal("OS_IDENTITY_API_VERSION", "3"),
+                literal("OS_USERNAME", g.keystone_admin_user.clone()),
+                literal("OS_PROJECT_NAME", g.keystone_admin_project.clone()),
+                literal("OS_USER_DOMAIN_NAME", "Default"),
+                literal("OS_PROJECT_DOMAIN_NAME", "Default"),
+                literal("OS_REGION_NAME", g.openstack_region_name.clone()),
+                literal("OS_INTERFACE", "internal"),
+                literal("OS_ENDPOINT_TYPE", "internalURL"),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn keystone_url(&self) -> String {
+        let port = self
+            .config
+            .catalog
+            .services
+            .get("keystone")
+            .and_then(|s| s.ports.iter().find(|p| p.name == "api"))
+            .map_or(5000, |p| p.port);
+        format!(
+            "http://{}:{port}",
+            Target::Kubernetes.host(self.globals, "keystone", None)
+        )
+    }
+
+    /// A pod with files mounted at [`TASK_FILES_DIR`], no host access, on the service's nodes.
+    fn task_pod(
+        &self,
+        service: &catalog::Service,
+        image: String,
+        args: Vec<String>,
+        env: Vec<EnvVar>,
+        parts: &ContainerParts,
+    ) -> PodSpec {
+        let (key, value) = self.globals.role_label(&service.role.to_string());
+        PodSpec {
+            containers: vec![Container {
+                name: "task".into(),
+                image: Some(image),
+                args: Some(args),
+                env: (!env.is_empty()).then_some(env),
+                volume_mounts: Some(vec![parts.mount.clone()]),
+                ..Default::default()
+            }],
+            volumes: Some(vec![parts.volume.clone()]),
+            node_selector: Some(BTreeMap::from([(key, value)])),
+            restart_policy: Some("OnFailure".into()),
+            ..Default::default()
+        }
+    }
+
+    fn task_files(&self, name: &str, task: &str, files: &[RenderedFile]) -> ContainerParts {
+        files_volume(
+            self.globals,
+            name,
+            |f| format!("{name}-{task}-{}", slug(&f.name)),
+            &task_labels(name, task),
+            files,
+            "task-files",
+            TASK_FILES_DIR,
+        )
+    }
+
+    /// Databases and users with the MariaDB client of the mariadb-server image, logging in as
+    /// root with a client config file from a Secret (never an env literal or an argument).
+    fn db_create(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        task: &str,
+        databases: &[String],
+        users: &[catalog::DbUser],
+    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
+        let g = self.globals;
+        let root = self.password(name, "database_password")?;
+        let db_port = self
+            .config
+            .catalog
+            .services
+            .get("mariadb")
+            .and_then(|s| s.ports.iter().find(|p| p.name == "mysql"))
+            .map_or(3306, |p| p.port);
+        let cnf = format!(
+            "[client]\nhost = {}\nport = {db_port}\nuser = root\npassword = {}\nconnect-timeout = 10\n",
+            Target::Kubernetes.host(g, "mariadb", None),
+            cnf_str(root)
+        );
+        let mut sql = String::from(
+            "-- Databases and users of one service, rendered by kstack. Idempotent.\n",
+        );
+        for db in databases {
+            sql.push_str(&format!(
+                "CREATE DATABASE IF NOT EXISTS {};\n",
+                sql_ident(db)
+            ));
+        }
+        for u in users {
+            let pw = self.password(name, &format!("{}_database_password", u.user))?;
+            let account = format!("{}@'%'", sql_str(&u.user));
+            sql.push_str(&format!(
+                "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {};\n",
+                sql_str(pw)
+            ));
+            // A changed password in passwords.yml takes effect on the next run.
+            sql.push_str(&format!(
+                "ALTER USER {account} IDENTIFIED BY {};\n",
+                sql_str(pw)
+            ));
+            for db in &u.databases {
+                sql.push_str(&format!(
+                    "GRANT ALL PRIVILEGES ON {}.* TO {account};\n",
+                    sql_ident(db)
+                ));
+            }
+        }
+        let files = vec![self.file("client.cnf", cnf), self.file("create.sql", sql)];
+        let parts = self.task_files(name, task, &files);
+        let args = vec![
+            "bash".into(),
+            "-c".into(),
+            format!(
+                "exec mysql --defaults-file={TASK_FILES_DIR}/client.cnf < {TASK_FILES_DIR}/create.sql"
+            ),
+        ];
+        let image = g.image_ref("mariadb", "mariadb-server");
+        let pod = self.task_pod(service, image, args, Vec::new(), &parts);
+        Ok((pod, parts.objects))
+    }
+
+    /// Keystone registers itself: `keystone-manage bootstrap` in the keystone image creates the
+    /// admin project, user and role and the identity endpoints. The admin password reaches it
+    /// as `OS_BOOTSTRAP_PASSWORD` from a Secret.
+    fn keystone_bootstrap(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        parts: &BTreeMap<String, ContainerParts>,
+        task: &str,
+        out: &mut Vec<Object>,
+    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
+        let g = self.globals;
+        let c = &service.containers[0];
+        let password = self.password(name, "keystone_admin_password")?;
+        let (secret, vars) = secret_env(g, name, task, &[("OS_BOOTSTRAP_PASSWORD", password)]);
+        out.push(secret);
+        let mut env = env(g, &c.name, false);
+        env.extend(vars);
+        let url = self.keystone_url();
+        let command: Vec<String> = [
+            "keystone-manage",
+            "bootstrap",
+            "--bootstrap-username",
+            &g.keystone_admin_user,
+            "--bootstrap-project-name",
+            &g.keystone_admin_project,
+            "--bootstrap-role-name",
+            "admin",
+            "--bootstrap-service-name",
+            "keystone",
+            "--bootstrap-region-id",
+            &g.openstack_region_name,
+            "--bootstrap-internal-url",
+            &url,
+            "--bootstrap-public-url",
+            &url,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let mut pod = self.kolla_pod(name, service, c, parts.get(&c.name), None, env);
+        pod.containers[0].args = Some(one_off_args(&command));
+        Ok((pod, Vec::new()))
+    }
+
+    /// Service, endpoints (internal and public) and service user (admin and service roles in
+    /// the `service` project) through the `openstack` CLI in kolla-toolbox. The admin
+    /// credentials come from a mounted `clouds.yaml`, the service user's password from a
+    /// mounted file; the script itself holds no secret.
+    fn keystone_register(
+        &self,
+        name: &str,
+        service: &catalog::Service,
+        task: &str,
+        service_name: &str,
+        service_type: &str,
+        endpoints: &[catalog::Endpoint],
+    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
+        let g = self.globals;
+        let admin = self.password(name, "keystone_admin_password")?;
+        let user_pw = self.password(name, &format!("{service_name}_keystone_password"))?;
+        let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
+        let clouds = format!(
+            "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
+            q(&self.keystone_url()),
+            q(&g.keystone_admin_user),
+            q(admin),
+            q(&g.keystone_admin_project),
+            q(&g.openstack_region_name),
+        );
+        let host = Target::Kubernetes.host(g, name, None);
+        let mut script = format!(
+            "#!/bin/bash\n\
+             # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
+             set -o errexit -o nounset -o pipefail\n\
+             export PATH=/opt/ansible/bin:$PATH\n\
+             export OS_CLIENT_CONFIG_FILE={TASK_FILES_DIR}/clouds.yaml OS_CLOUD=kstack\n\
+             name={name_q} type={type_q} region={region_q}\n\
+             \n\
+             openstack service show \"$name\" >/dev/null 2>&1 || openstack service create --name \"$name\" \"$type\"\n\
+             endpoint() {{\n\
+             \x20   local id\n\
+             \x20   id=$(openstack endpoint list --service \"$name\" --interface \"$1\" --region \"$region\" -f value -c ID | head -n 1)\n\
+             \x20   if [ -z \"$id\" ]; then\n\
+             \x20       openstack endpoint create --region \"$region\" \"$name\" \"$1\" \"$2\"\n\
+             \x20   else\n\
+             \x20       openstack endpoint set --url \"$2\" \"$id\"\n\
+             \x20   fi\n\
+             }}\n",
+            name_q = shell_word(service_name),
+            type_q = shell_word(service_type),
+            region_q = shell_word(&g.openstack_region_name),
+        );
+        for e in endpoints {
+            let url = format!("http://{host}:{}{}", e.port, e.path);
+            for iface in ["internal", "public"] {
+                script.push_str(&format!("endpoint {iface} {}\n", shell_word(&url)));
+            }
+        }
+        script.push_str(&format!(
+            "\nopenstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service\n\
+             password=$(cat {TASK_FILES_DIR}/password)\n\
+             if openstack user show --domain default \"$name\" >/dev/null 2>&1; then\n\
+             \x20   openstack user set --domain default --password \"$password\" \"$name\"\n\
+             else\n\
+             \x20   openstack user create --domain default --project service --password \"$password\" \"$name\"\n\
+             fi\n\
+             openstack role show service >/dev/null 2>&1 || openstack role create service\n\
+             openstack role add --project service --user \"$name\" --user-domain default admin\n\
+             openstack role add --project service --user \"$name\" --user-domain default service\n"
+        ));
+        let files = vec![
+            self.file("clouds.yaml", clouds),
+            self.file("password", user_pw.to_owned()),
+            self.file("register.sh", script),
+        ];
+        let parts = self.task_files(name, task, &files);
+        let image = g.image_ref("kolla_toolbox", "kolla-toolbox");
+        let args = vec!["bash".into(), format!("{TASK_FILES_DIR}/register.sh")];
+        let pod = self.task_pod(service, image, args, Vec::new(), &parts);
+        Ok((pod, parts.objects))
+    }
+}
+
+fn claim_name(service: &str, is_sts: bool, v: &catalog::Volume) -> String {
+    if is_sts {
+        format!("{}-{service}-0", v.name)
+    } else {
+        format!("{service}-{}", v.name)
+    }
+}
+
+fn label_selector(labels: BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels),
+        ..Default::default()
+    }
+}
+
+/// Hosts with a per-host variant of a DaemonSet service.
+fn host_variants_of(config: &Config, service: &str) -> Vec<String> {
+    crate::files::host_variants(config)
+        .remove(service)
+        .map(|h| h.into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// Adds a required node affinity on `kubernetes.io/hostname` (`In` or `NotIn` `hosts`).
+fn pin(template: &mut PodTemplateSpec, operator: &str, hosts: Vec<String>) {
+    if let Some(spec) = template.spec.as_mut() {
+        spec.affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: vec![NodeSelectorTerm {
+                        match_expressions: Some(vec![NodeSelectorRequirement {
+                            key: HOSTNAME_LABEL.to_owned(),
+                            operator: operator.to_owned(),
+                            values: Some(hosts),
+                        }]),
+                        ..Default::default()
+                    }],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+}
+
+fn daemon_set(
+    globals: &Globals,
+    service: &str,
+    name: &str,
+    variant: &str,
+    template: PodTemplateSpec,
+) -> DaemonSet {
+    let mut sel = selector(service);
+    sel.insert(VARIANT_LABEL.to_owned(), variant.to_owned());
+    DaemonSet {
+        metadata: meta(globals, name, labels(service, "server")),
+        spec: Some(DaemonSetSpec {
+            selector: label_selector(sel),
+            template,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A bootstrap Job named `<service>-<task>-<hash of its spec>`.
+fn job(globals: &Globals, service: &str, task: &str, pod: PodSpec) -> Job {
     let spec = JobSpec {
         backoff_limit: Some(JOB_BACKOFF_LIMIT),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
-                labels: Some(labels(name, "bootstrap")),
+                labels: Some(task_labels(service, task)),
                 ..Default::default()
             }),
             spec: Some(pod),
@@ -629,8 +1370,8 @@ fn bootstrap_job(
     Job {
         metadata: meta(
             globals,
-            &format!("{name}-{task}-{hash}"),
-            labels(name, "bootstrap"),
+            &format!("{service}-{task}-{hash}"),
+            task_labels(service, task),
         ),
         spec: Some(spec),
         ..Default::default()

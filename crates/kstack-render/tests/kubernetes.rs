@@ -1,12 +1,36 @@
 //! The whole default cloud rendered to Kubernetes objects: snapshot, determinism, no secrets.
 
+use kstack_config::passwords::Passwords;
 use kstack_config::{Config, genpwd, passwords, templates};
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::{Object, kubernetes};
+use rand::SeedableRng;
+
+/// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
+/// spend seconds generating RSA keys that no template uses.
+fn test_key_stub(line: &str) -> String {
+    match line.trim_end() {
+        "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
+        "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
+        l => format!("{l}\n"),
+    }
+}
+
+/// passwords.yml filled by `genpwd` from a seeded RNG. SSH key pairs, which no template
+/// uses and which take long to generate, get fixed stand-ins.
+fn fixed_passwords(seed: u64) -> Passwords {
+    let starter: String = templates::passwords_yml()
+        .lines()
+        .map(test_key_stub)
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let filled = genpwd::fill(&starter, &mut rng).unwrap();
+    passwords::parse(&filled.text).unwrap()
+}
 
 fn render(catalog: Catalog, globals: Globals) -> kstack_render::Rendered {
-    let config = Config::from_parts(globals, Default::default(), Default::default(), catalog);
+    let config = Config::from_parts(globals, fixed_passwords(1), Default::default(), catalog);
     kubernetes::render(&config).unwrap()
 }
 
@@ -59,21 +83,56 @@ fn disabled_services_are_not_rendered() {
 }
 
 #[test]
-fn no_env_literal_is_a_password() {
-    let filled = genpwd::fill_os_rng(&templates::passwords_yml()).unwrap();
-    let pw = passwords::parse(&filled.text).unwrap();
-    let secrets: Vec<&str> = pw.entries.keys().filter_map(|k| pw.get(k)).collect();
-    assert!(!secrets.is_empty());
-    let json = default_cloud().to_json();
-    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let mut envs = Vec::new();
-    collect_env_values(&value, &mut envs);
-    assert!(envs.iter().any(|v| v == "COPY_ALWAYS"), "env was found");
-    for v in &envs {
-        assert!(
-            !secrets.contains(&v.as_str()),
-            "an env literal is a password"
+fn no_password_in_a_config_map_or_an_env_literal() {
+    // Every service on, three replicas of the clustered ones, several password sets.
+    let globals = globals_with(serde_json::json!({
+        "enable_cinder": true,
+        "kstack_replicas": {"mariadb": 3, "rabbitmq": 3, "memcached": 2},
+    }));
+    for seed in 0..4 {
+        let pw = fixed_passwords(seed);
+        let secrets = kstack_render::files::secret_values(&pw);
+        assert!(secrets.len() > 20, "passwords were generated");
+        let config = Config::from_parts(
+            globals.clone(),
+            pw.clone(),
+            Default::default(),
+            Catalog::builtin().unwrap(),
         );
+        let r = kubernetes::render(&config).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        let mut envs = Vec::new();
+        collect_env_values(&value, &mut envs);
+        assert!(envs.iter().any(|v| v == "COPY_ALWAYS"), "env was found");
+        let mut config_maps = 0;
+        let mut secret_objects = 0;
+        for o in &r.objects {
+            match o {
+                Object::ConfigMap(cm) => {
+                    config_maps += 1;
+                    for (key, text) in cm.data.iter().flatten() {
+                        for s in &secrets {
+                            assert!(
+                                !text.contains(s),
+                                "ConfigMap {} ({key}) carries a password",
+                                o.name()
+                            );
+                        }
+                    }
+                }
+                Object::Secret(_) => secret_objects += 1,
+                _ => {}
+            }
+        }
+        assert!(
+            config_maps > 20 && secret_objects > 10,
+            "{config_maps} {secret_objects}"
+        );
+        for v in &envs {
+            for s in &secrets {
+                assert!(!v.contains(s), "an env literal carries a password");
+            }
+        }
     }
 }
 
@@ -143,10 +202,21 @@ fn statefulsets_get_a_headless_service_and_claims_with_the_storage_class() {
 fn host_namespaces_and_privileges_only_where_the_catalog_says() {
     let catalog = Catalog::builtin().unwrap();
     let r = default_cloud();
+    let mut checked = 0;
     for o in &r.objects {
         let (Some(service), Some(pod)) = (o.service(), pod_spec(o)) else {
             continue;
         };
+        for c in &pod.containers {
+            assert!(c.command.is_none(), "{service} keeps the image entrypoint");
+        }
+        // Workloads and their Kolla bootstrap Jobs run as the catalog says; the other tasks
+        // run in other images (mariadb client, kolla-toolbox) without host access.
+        let kolla_bootstrap = o.kind() == "Job" && pod.containers[0].args.is_none();
+        if o.kind() == "Job" && !kolla_bootstrap {
+            continue;
+        }
+        checked += 1;
         let p = &catalog.services[service].privileges;
         assert_eq!(
             pod.host_network.unwrap_or(false),
@@ -158,12 +228,12 @@ fn host_namespaces_and_privileges_only_where_the_catalog_says() {
         for c in &pod.containers {
             let privileged = c.security_context.as_ref().and_then(|s| s.privileged);
             assert_eq!(privileged.unwrap_or(false), p.privileged, "{service}");
-            assert!(
-                c.command.is_none() && c.args.is_none(),
-                "{service} keeps the entrypoint"
-            );
+            if o.kind() != "Job" {
+                assert!(c.args.is_none(), "{service} keeps kolla_start");
+            }
         }
     }
+    assert!(checked > 20);
 }
 
 fn pod_spec(o: &Object) -> Option<&kstack_k8s::api::core::v1::PodSpec> {
@@ -183,23 +253,155 @@ fn config_maps_and_jobs_are_named_by_their_content() {
     changed.services.get_mut("keystone").unwrap().containers[0].command = "keystone-x".into();
     let a = default_cloud();
     let b = render(changed, Globals::default());
-    let names = |r: &kstack_render::Rendered, kind: &str| -> Vec<String> {
+    let names = |r: &kstack_render::Rendered, kind: &str, prefix: &str| -> Vec<String> {
         r.objects
             .iter()
-            .filter(|o| o.kind() == kind && o.service() == Some("keystone"))
+            .filter(|o| o.kind() == kind && o.name().starts_with(prefix))
             .map(|o| o.name().to_owned())
             .collect()
     };
-    let (ca, cb) = (names(&a, "ConfigMap"), names(&b, "ConfigMap"));
+    let (ca, cb) = (
+        names(&a, "ConfigMap", "keystone-keystone-config-json-"),
+        names(&b, "ConfigMap", "keystone-keystone-config-json-"),
+    );
     assert_eq!(ca.len(), 1);
     assert_ne!(ca, cb, "a new config.json is a new ConfigMap");
-    assert!(ca[0].starts_with("keystone-keystone-config-json-"));
-    let (ja, jb) = (names(&a, "Job"), names(&b, "Job"));
-    assert_eq!(ja.len(), 1, "one kolla_bootstrap task: db-sync");
-    assert!(ja[0].starts_with("keystone-db-sync-"));
+    let (ja, jb) = (
+        names(&a, "Job", "keystone-db-sync-"),
+        names(&b, "Job", "keystone-db-sync-"),
+    );
+    assert_eq!(ja.len(), 1);
     assert_ne!(ja, jb, "a Job mounting a new ConfigMap is a new Job");
+    assert_eq!(
+        names(&a, "Job", "keystone-db-create-"),
+        names(&b, "Job", "keystone-db-create-"),
+        "a Job that does not mount config.json stays"
+    );
     let Object::ConfigMap(cm) = find(&a, "ConfigMap", &ca[0]) else {
         unreachable!()
     };
     assert_eq!(cm.immutable, Some(true));
+}
+
+#[test]
+fn every_bootstrap_task_is_a_labelled_job() {
+    let catalog = Catalog::builtin().unwrap();
+    let r = default_cloud();
+    let enabled = kstack_config::catalog::enabled_services(&catalog, &Globals::default());
+    for (name, service) in &catalog.services {
+        if !enabled.contains(name) {
+            continue;
+        }
+        for task in &service.bootstrap {
+            let jobs: Vec<&Object> = r
+                .objects
+                .iter()
+                .filter(|o| {
+                    o.kind() == "Job"
+                        && o.metadata().labels.as_ref().is_some_and(|l| {
+                            l.get("kstack.io/task") == Some(&task.name)
+                                && l.get("app.kubernetes.io/name") == Some(name)
+                        })
+                })
+                .collect();
+            assert_eq!(jobs.len(), 1, "{name}/{}", task.name);
+            assert!(
+                jobs[0]
+                    .name()
+                    .starts_with(&format!("{name}-{}-", task.name))
+            );
+        }
+    }
+}
+
+#[test]
+fn keystone_registers_itself_and_others_use_kolla_toolbox() {
+    let r = default_cloud();
+    let job = |prefix: &str| {
+        let o = r
+            .objects
+            .iter()
+            .find(|o| o.kind() == "Job" && o.name().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no job {prefix}"));
+        pod_spec(o).unwrap().containers[0].clone()
+    };
+    let ks = job("keystone-keystone-bootstrap-");
+    assert!(ks.image.as_deref().unwrap().contains("/keystone:"));
+    let args = ks.args.unwrap().join(" ");
+    assert!(args.contains("keystone-manage bootstrap"), "{args}");
+    let env = ks.env.unwrap();
+    let pw = env
+        .iter()
+        .find(|e| e.name == "OS_BOOTSTRAP_PASSWORD")
+        .unwrap();
+    assert!(
+        pw.value.is_none() && pw.value_from.is_some(),
+        "from a Secret"
+    );
+    let glance = job("glance-api-register-");
+    assert!(glance.image.as_deref().unwrap().contains("/kolla-toolbox:"));
+    let db = job("nova-api-db-create-");
+    assert!(db.image.as_deref().unwrap().contains("/mariadb-server:"));
+}
+
+#[test]
+fn a_per_host_override_pins_a_daemonset_variant() {
+    let mut overrides = std::collections::BTreeMap::new();
+    overrides.insert(
+        "nova/compute-7/nova.conf".to_owned(),
+        b"[libvirt]\nvirt_type = qemu\n".to_vec(),
+    );
+    let config = Config::from_parts(
+        Globals::default(),
+        fixed_passwords(1),
+        overrides,
+        Catalog::builtin().unwrap(),
+    );
+    let r = kubernetes::render(&config).unwrap();
+    let ds: Vec<&Object> = r
+        .objects
+        .iter()
+        .filter(|o| o.kind() == "DaemonSet" && o.service() == Some("nova-compute"))
+        .collect();
+    assert_eq!(ds.len(), 2, "main and one variant");
+    let affinity = |o: &Object| {
+        let req = pod_spec(o)
+            .unwrap()
+            .affinity
+            .as_ref()
+            .unwrap()
+            .node_affinity
+            .as_ref()
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()
+            .unwrap();
+        let e = &req.node_selector_terms[0]
+            .match_expressions
+            .as_ref()
+            .unwrap()[0];
+        (e.key.clone(), e.operator.clone(), e.values.clone().unwrap())
+    };
+    let main = ds.iter().find(|o| o.name() == "nova-compute").unwrap();
+    let variant = ds.iter().find(|o| o.name() != "nova-compute").unwrap();
+    assert!(variant.name().starts_with("nova-compute-"));
+    let host = vec!["compute-7".to_owned()];
+    assert_eq!(
+        affinity(main),
+        (
+            "kubernetes.io/hostname".into(),
+            "NotIn".into(),
+            host.clone()
+        )
+    );
+    assert_eq!(
+        affinity(variant),
+        ("kubernetes.io/hostname".into(), "In".into(), host)
+    );
+    // nova-libvirt has no override of its files: no variant.
+    assert!(
+        !r.objects
+            .iter()
+            .any(|o| o.kind() == "DaemonSet" && o.name().starts_with("nova-libvirt-"))
+    );
 }

@@ -1,0 +1,299 @@
+//! The service config files of the whole cloud: snapshot, determinism, override merge order
+//! and errors.
+
+use std::collections::BTreeMap;
+
+use kstack_config::passwords::Passwords;
+use kstack_config::{Config, genpwd, passwords, templates};
+use kstack_model::catalog::Catalog;
+use kstack_model::globals::Globals;
+use kstack_render::{ContainerFiles, RenderError, Target, render_files};
+use rand::SeedableRng;
+
+/// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
+/// spend seconds generating RSA keys that no template uses.
+fn test_key_stub(line: &str) -> String {
+    match line.trim_end() {
+        "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
+        "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
+        l => format!("{l}\n"),
+    }
+}
+
+/// passwords.yml filled by `genpwd` from a seeded RNG. SSH key pairs, which no template
+/// uses and which take long to generate, get fixed stand-ins.
+fn fixed_passwords(seed: u64) -> Passwords {
+    let starter: String = templates::passwords_yml()
+        .lines()
+        .map(test_key_stub)
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let filled = genpwd::fill(&starter, &mut rng).unwrap();
+    passwords::parse(&filled.text).unwrap()
+}
+
+fn config(overrides: &[(&str, &str)]) -> Config {
+    Config::from_parts(
+        Globals::default(),
+        fixed_passwords(7),
+        overrides
+            .iter()
+            .map(|(p, t)| ((*p).to_owned(), t.as_bytes().to_vec()))
+            .collect(),
+        Catalog::builtin().unwrap(),
+    )
+}
+
+/// Every file of every container, as one text: `== service/container/file (secret) ==`.
+fn dump(files: &[ContainerFiles]) -> String {
+    let mut out = String::new();
+    for cf in files {
+        for f in &cf.files {
+            let host = cf
+                .host
+                .as_ref()
+                .map(|h| format!("@{h}"))
+                .unwrap_or_default();
+            let secret = if f.secret { " (secret)" } else { "" };
+            out.push_str(&format!(
+                "== {}{host}/{}/{}{secret} ==\n{}",
+                cf.service, cf.container, f.name, f.content
+            ));
+            if !f.content.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn file<'a>(files: &'a [ContainerFiles], service: &str, name: &str) -> &'a str {
+    &files
+        .iter()
+        .find(|c| c.service == service && c.host.is_none())
+        .and_then(|c| c.files.iter().find(|f| f.name == name))
+        .unwrap_or_else(|| panic!("no {service}/{name}"))
+        .content
+}
+
+#[test]
+fn default_cloud_config_files_snapshot() {
+    let files = render_files(&config(&[]), Target::Kubernetes).unwrap();
+    insta::assert_snapshot!("default_cloud_config_files", dump(&files));
+}
+
+#[test]
+fn compose_target_puts_every_service_on_the_node_address() {
+    let files = render_files(&config(&[]), Target::Compose).unwrap();
+    let nova = file(&files, "nova-api", "nova.conf");
+    assert!(nova.contains("@127.0.0.1:3306/nova\n"), "{nova}");
+    assert!(!nova.contains(".svc"), "{nova}");
+}
+
+#[test]
+fn rendering_twice_gives_the_same_files() {
+    let c = config(&[("nova.conf", "[DEFAULT]\ndebug = true\n")]);
+    let a = render_files(&c, Target::Kubernetes).unwrap();
+    let b = render_files(&c, Target::Kubernetes).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn every_catalog_config_file_is_rendered_and_wired() {
+    let files = render_files(&config(&[]), Target::Kubernetes).unwrap();
+    let catalog = Catalog::builtin().unwrap();
+    for cf in &files {
+        let c = catalog.services[&cf.service]
+            .containers
+            .iter()
+            .find(|c| c.name == cf.container)
+            .unwrap();
+        assert_eq!(cf.files.len(), c.config_files.len() + 1, "{}", cf.container);
+        for f in &cf.files {
+            assert!(!f.content.trim().is_empty(), "{}/{}", cf.container, f.name);
+        }
+    }
+    let nova = file(&files, "nova-api", "nova.conf");
+    assert!(nova.contains("@mariadb.openstack.svc:3306/nova_api\n"));
+    assert!(nova.contains("@rabbitmq-0.rabbitmq.openstack.svc:5672//"));
+    assert!(nova.contains("www_authenticate_uri = http://keystone.openstack.svc:5000"));
+    assert!(nova.contains("memcached-0.memcached.openstack.svc:11211"));
+    let compute = file(&files, "nova-compute", "nova.conf");
+    assert!(
+        !compute.contains("[database]"),
+        "compute hosts get no DB password"
+    );
+}
+
+#[test]
+fn overrides_merge_in_kolla_order() {
+    let c = config(&[
+        (
+            "global.conf",
+            "[DEFAULT]\ndebug = true\nlog_dir = /g\n[oslo_concurrency]\nlock_path = /g\n",
+        ),
+        (
+            "nova.conf",
+            "[DEFAULT]\nlog_dir = /project\n[oslo_concurrency]\nlock_path = /project\n",
+        ),
+        (
+            "nova/nova-api.conf",
+            "[oslo_concurrency]\nlock_path = /service\n[new]\nk = 1\nk = 2\n",
+        ),
+        (
+            "neutron/ml2_conf.ini",
+            "[ml2]\nmechanism_drivers = openvswitch\n",
+        ),
+    ]);
+    let files = render_files(&c, Target::Kubernetes).unwrap();
+    let api = file(&files, "nova-api", "nova.conf");
+    assert!(api.contains("debug = true\n"), "global.conf applies");
+    assert!(
+        api.contains("log_dir = /project\n"),
+        "<project>.conf wins over global.conf"
+    );
+    assert!(
+        api.contains("lock_path = /service\n"),
+        "<project>/<service>.conf wins"
+    );
+    assert!(
+        api.contains("[new]\nk = 1\nk = 2\n"),
+        "repeated keys stay multi-valued"
+    );
+    let sched = file(&files, "nova-scheduler", "nova.conf");
+    assert!(
+        sched.contains("lock_path = /project\n"),
+        "only nova-api gets its service file"
+    );
+    let ml2 = file(&files, "neutron-server", "ml2_conf.ini");
+    assert!(ml2.contains("mechanism_drivers = openvswitch\n"));
+    assert!(
+        ml2.contains("tenant_network_types = vxlan\n"),
+        "other keys are kept"
+    );
+    // global.conf only reaches a project's main file.
+    let neutron = file(&files, "neutron-server", "neutron.conf");
+    assert!(neutron.contains("debug = true\n"));
+    assert!(!ml2.contains("debug"));
+    // A file without overrides is exactly the template's output.
+    let placement = file(&files, "placement-api", "placement-api-uwsgi.ini");
+    assert!(placement.starts_with("# uWSGI for placement-api"));
+}
+
+#[test]
+fn per_host_overrides_make_variants_of_daemonset_files_only() {
+    let c = config(&[
+        (
+            "neutron/net-1/openvswitch_agent.ini",
+            "[ovs]\nlocal_ip = 10.1.0.5\n",
+        ),
+        (
+            "neutron/openvswitch_agent.ini",
+            "[ovs]\nlocal_ip = 10.9.9.9\nbridge_mappings = physnet1:br-x\n",
+        ),
+    ]);
+    let files = render_files(&c, Target::Kubernetes).unwrap();
+    let variants: Vec<&ContainerFiles> = files.iter().filter(|f| f.host.is_some()).collect();
+    assert_eq!(variants.len(), 1);
+    assert_eq!(variants[0].service, "neutron-openvswitch-agent");
+    let ovs = variants[0]
+        .files
+        .iter()
+        .find(|f| f.name == "openvswitch_agent.ini")
+        .unwrap();
+    assert!(
+        ovs.content.contains("local_ip = 10.1.0.5\n"),
+        "the host file wins"
+    );
+    assert!(
+        ovs.content.contains("bridge_mappings = physnet1:br-x\n"),
+        "over the project file"
+    );
+    let main = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
+    assert!(main.contains("local_ip = 10.9.9.9\n"));
+    // Compose has one node: no variants.
+    let compose = render_files(&c, Target::Compose).unwrap();
+    assert!(compose.iter().all(|f| f.host.is_none()));
+}
+
+#[test]
+fn a_per_host_override_of_a_deployment_is_an_error() {
+    let e = render_files(
+        &config(&[("keystone/ctl-1/keystone.conf", "[DEFAULT]\ndebug = true\n")]),
+        Target::Kubernetes,
+    )
+    .unwrap_err();
+    insta::assert_snapshot!("per_host_override_of_a_deployment", e.to_string());
+}
+
+#[test]
+fn a_malformed_override_names_file_and_line() {
+    let e = render_files(
+        &config(&[(
+            "nova/nova-api.conf",
+            "[DEFAULT]\ndebug = true\nthis line is wrong\n",
+        )]),
+        Target::Kubernetes,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        RenderError::Override {
+            file: "config/nova/nova-api.conf".into(),
+            line: 3,
+            message: "expected `key = value`, a `[section]` header or a comment (`#`)".into(),
+        }
+    );
+    insta::assert_snapshot!("malformed_override", e.to_string());
+    // The same problem through the loader, as `kstack validate` shows it.
+    let mut sources = kstack_config::Sources {
+        globals: Some(b"---\n".to_vec()),
+        passwords: Some(
+            genpwd::fill(
+                &templates::passwords_yml()
+                    .lines()
+                    .map(test_key_stub)
+                    .collect::<String>(),
+                &mut rand::rngs::StdRng::seed_from_u64(3),
+            )
+            .unwrap()
+            .text
+            .into_bytes(),
+        ),
+        ..Default::default()
+    };
+    sources.overrides = BTreeMap::from([(
+        "nova/nova-api.conf".to_owned(),
+        b"[DEFAULT]\ndebug = true\nthis line is wrong\n".to_vec(),
+    )]);
+    let loaded = kstack_config::load(&sources);
+    assert!(loaded.config.is_none());
+    insta::assert_snapshot!(
+        "malformed_override_diagnostic",
+        kstack_config::render_plain(&loaded.diagnostics)
+    );
+}
+
+#[test]
+fn a_missing_password_is_a_template_error_with_line() {
+    let mut pw = fixed_passwords(7);
+    pw.entries.remove("glance_keystone_password");
+    let c = Config::from_parts(
+        Globals::default(),
+        pw,
+        Default::default(),
+        Catalog::builtin().unwrap(),
+    );
+    let e = render_files(&c, Target::Kubernetes).unwrap_err();
+    let RenderError::Template {
+        template,
+        line,
+        message,
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(template, "glance/glance-api.conf.j2");
+    assert!(*line > 0);
+    assert!(message.contains("glance_keystone_password"), "{message}");
+}
