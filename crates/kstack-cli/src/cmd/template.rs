@@ -1,17 +1,18 @@
-//! `kstack template`: render the Kubernetes objects of a config directory without a cluster.
+//! `kstack template`: render the Kubernetes objects (and, with `--config-files`, the service
+//! config files) of a config directory without a cluster.
 //!
 //! Exit codes: 0 rendered, 1 IO failure (reading the config, writing the output), 2 invalid
 //! config (every diagnostic is printed) or unknown `--service`.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kstack_config::fs;
-use kstack_render::{Rendered, kubernetes};
+use kstack_render::{ContainerFiles, Rendered, Target, kubernetes, render_files};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n\nOnly the Kolla config.json of each container is rendered into ConfigMaps for now;\nthe OpenStack config files themselves are not rendered yet.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --config-dir ./mycloud --config-files ./files -o ./manifests\n\n--config-files DIR writes every rendered service config file as\nDIR/<service>/<container>/<file> (per-host variants of DaemonSet services as\nDIR/<service>@<host>/<container>/<file>), files that carry a password with mode 0600,\nso tools such as oslo-config-validator can read them.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -23,6 +24,10 @@ pub struct Args {
     /// file per object into (created if missing).
     #[arg(short, long, default_value = "yaml", value_name = "yaml|json|DIR")]
     pub output: String,
+    /// Also write every rendered config file as `DIR/<service>/<container>/<file>`
+    /// (mode 0600 for files that carry a password).
+    #[arg(long, value_name = "DIR")]
+    pub config_files: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -40,12 +45,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let mut rendered = kubernetes::render(&config)?;
-    if let Some(service) = &args.service {
-        if !config.catalog.services.contains_key(service) {
-            eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
+    if let Some(service) = &args.service
+        && !config.catalog.services.contains_key(service)
+    {
+        eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
+        return Ok(ExitCode::from(2));
+    }
+    let mut rendered = match kubernetes::render(&config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
             return Ok(ExitCode::from(2));
         }
+    };
+    if let Some(dir) = &args.config_files {
+        let mut files = render_files(&config, Target::Kubernetes)?;
+        if let Some(service) = &args.service {
+            files.retain(|f| &f.service == service);
+        }
+        write_config_files(&files, dir)?;
+    }
+    if let Some(service) = &args.service {
         rendered = rendered.only_service(service);
         if rendered.objects.is_empty() {
             eprintln!(
@@ -86,6 +106,30 @@ fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `DIR/<service>[@<host>]/<container>/<file>`; files that carry a password get mode 0600.
+fn write_config_files(files: &[ContainerFiles], dir: &Path) -> anyhow::Result<()> {
+    let mut n = 0;
+    for cf in files {
+        let service_dir = match &cf.host {
+            Some(h) => format!("{}@{h}", cf.service),
+            None => cf.service.clone(),
+        };
+        let d = dir.join(service_dir).join(&cf.container);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        for f in &cf.files {
+            let path = d.join(&f.name);
+            // Replace, never follow, what is there: the mode must hold from the first byte.
+            let _ = std::fs::remove_file(&path);
+            let mode = if f.secret { 0o600 } else { 0o644 };
+            fs::create_new(&path, f.content.as_bytes(), mode)
+                .with_context(|| format!("writing {}", path.display()))?;
+            n += 1;
+        }
+    }
+    eprintln!("wrote {n} config files to {}", dir.display());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,10 +146,60 @@ mod tests {
             },
             service: None,
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
+            config_files: None,
         })
         .unwrap();
         assert_eq!(code, ExitCode::from(2));
         assert!(!tmp.path().join("out").exists());
+    }
+
+    /// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
+    /// spend seconds generating RSA keys that no template uses.
+    fn test_key_stub(line: &str) -> String {
+        match line.trim_end() {
+            "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
+            "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
+            l => format!("{l}\n"),
+        }
+    }
+
+    /// Generated passwords (seeded; SSH keys are stand-ins).
+    fn passwords() -> kstack_config::passwords::Passwords {
+        use rand::SeedableRng;
+        let starter: String = kstack_config::templates::passwords_yml()
+            .lines()
+            .map(test_key_stub)
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let filled = kstack_config::genpwd::fill(&starter, &mut rng).unwrap();
+        kstack_config::passwords::parse(&filled.text).unwrap()
+    }
+
+    #[test]
+    fn config_files_are_written_per_service_and_container_with_secret_modes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = kstack_config::Config::from_parts(
+            Globals::default(),
+            passwords(),
+            Default::default(),
+            Catalog::builtin().unwrap(),
+        );
+        let files = render_files(&config, Target::Kubernetes).unwrap();
+        write_config_files(&files, tmp.path()).unwrap();
+        let conf = tmp.path().join("keystone/keystone/keystone.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        assert!(text.contains("[database]"));
+        let wsgi = tmp.path().join("keystone/keystone/wsgi-keystone.conf");
+        assert!(wsgi.exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&conf), 0o600, "keystone.conf carries passwords");
+            assert_eq!(mode(&wsgi), 0o644);
+        }
+        // Writing again replaces the files.
+        write_config_files(&files, tmp.path()).unwrap();
     }
 
     #[test]
@@ -113,7 +207,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let config = kstack_config::Config::from_parts(
             Globals::default(),
-            Default::default(),
+            passwords(),
             Default::default(),
             Catalog::builtin().unwrap(),
         );
