@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use kstack_config::Config;
 use kstack_k8s::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
     RollingUpdateDeployment, StatefulSet, StatefulSetSpec,
@@ -36,7 +37,6 @@ use kstack_k8s::api::core::v1::{
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
-use kstack_config::Config;
 use kstack_model::catalog::{self, BootstrapKind, HealthTest, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use serde::Serialize;
@@ -52,6 +52,9 @@ pub const NAME_LABEL: &str = "app.kubernetes.io/name";
 /// Label separating long-running pods (`server`) from bootstrap Job pods (`bootstrap`), so a
 /// Service or workload selector never picks up a Job pod.
 pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+
+/// Label naming the catalog bootstrap task a Job runs (the deploy engine orders Jobs by it).
+pub const TASK_LABEL: &str = "kstack.io/task";
 
 /// Startup probe: wait up to `STARTUP_FAILURES * STARTUP_PERIOD` seconds (10 min) for the first
 /// success, because a first start may run migrations or wait for the database.
@@ -128,6 +131,14 @@ fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
         ),
         (COMPONENT_LABEL.to_owned(), component.to_owned()),
     ])
+}
+
+/// Labels of a service's pods: kstack's own plus the operator's `kstack_pod_labels` (which
+/// cannot override kstack's: globals validation rejects the `app.kubernetes.io/` prefix).
+fn pod_labels(globals: &Globals, service: &str, component: &str) -> BTreeMap<String, String> {
+    let mut l = globals.pod_labels.get(service).cloned().unwrap_or_default();
+    l.extend(labels(service, component));
+    l
 }
 
 fn selector(service: &str) -> BTreeMap<String, String> {
@@ -446,7 +457,7 @@ fn render_service(globals: &Globals, name: &str, service: &catalog::Service) -> 
 
     let template = PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(labels(name, "server")),
+            labels: Some(pod_labels(globals, name, "server")),
             ..Default::default()
         }),
         spec: Some(pod_spec(globals, service, containers, volumes)),
@@ -617,7 +628,7 @@ fn bootstrap_job(
         backoff_limit: Some(JOB_BACKOFF_LIMIT),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
-                labels: Some(labels(name, "bootstrap")),
+                labels: Some(pod_labels(globals, name, "bootstrap")),
                 ..Default::default()
             }),
             spec: Some(pod),
@@ -626,12 +637,10 @@ fn bootstrap_job(
     };
     // A Job's pod template is immutable: a changed spec is a new Job, named by its hash.
     let hash = short_hash(&serde_json::to_vec(&spec).expect("job spec serializes"));
+    let mut job_labels = labels(name, "bootstrap");
+    job_labels.insert(TASK_LABEL.to_owned(), task.to_owned());
     Job {
-        metadata: meta(
-            globals,
-            &format!("{name}-{task}-{hash}"),
-            labels(name, "bootstrap"),
-        ),
+        metadata: meta(globals, &format!("{name}-{task}-{hash}"), job_labels),
         spec: Some(spec),
         ..Default::default()
     }
