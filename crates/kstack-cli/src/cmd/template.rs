@@ -11,7 +11,7 @@ use kstack_render::{Rendered, kubernetes};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n\nOnly the Kolla config.json of each container is rendered into ConfigMaps for now;\nthe OpenStack config files themselves are not rendered yet.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --rbac | kubectl apply --server-side -f -   # the account kstack deploy runs as\n\nOnly the Kolla config.json of each container is rendered into ConfigMaps for now;\nthe OpenStack config files themselves are not rendered yet.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -23,6 +23,10 @@ pub struct Args {
     /// file per object into (created if missing).
     #[arg(short, long, default_value = "yaml", value_name = "yaml|json|DIR")]
     pub output: String,
+    /// Render instead the ServiceAccount and least-privilege Role/ClusterRole that
+    /// `kstack deploy` needs to run in the cloud's namespace.
+    #[arg(long, conflicts_with = "service")]
+    pub rbac: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -40,7 +44,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let mut rendered = kubernetes::render(&config)?;
+    let mut rendered = if args.rbac {
+        kstack_render::rbac::deployer(&config.globals)
+    } else {
+        kubernetes::render(&config)?
+    };
     if let Some(service) = &args.service {
         if !config.catalog.services.contains_key(service) {
             eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
@@ -102,6 +110,7 @@ mod tests {
             },
             service: None,
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
+            rbac: false,
         })
         .unwrap();
         assert_eq!(code, ExitCode::from(2));
