@@ -211,6 +211,18 @@ cmd_up() {
   wait_for "the default namespace" 60 "$BIN/kubectl" --kubeconfig="$KCFG" get namespace default
   nodes_yaml "$spec" >"$DIR/nodes.yaml"
   "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f "$DIR/nodes.yaml" >/dev/null
+  # The default StorageClass: claims without a class get it, and kwok's pvc-provision stage
+  # binds claims of this class to a simulated volume (as a real cluster's provisioner would).
+  "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f - >/dev/null <<'SC'
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: kwok-volume
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kwok.x-k8s.io/volume
+volumeBindingMode: Immediate
+reclaimPolicy: Delete
+SC
   wait_for "$total nodes to be Ready" 300 bash -c \
     "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
   say "up in $((SECONDS - t0))s: $total nodes; logs in $DIR/logs"

@@ -13,6 +13,7 @@ mod load;
 pub mod overrides;
 pub mod passwords;
 pub mod templates;
+pub mod testing;
 mod yaml;
 
 pub use diagnostic::{Diag, Severity, render_plain};

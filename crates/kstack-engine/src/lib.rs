@@ -1,1 +1,23 @@
-//! Planner (desired vs observed -> graph of steps) and executor over a Cluster trait; releases and history.
+//! The deploy engine: a planner (desired objects and the catalog's dependency graph against
+//! what the cluster holds → a graph of steps) and an executor that runs those steps over a
+//! [`Cluster`] trait, in parallel as far as the graph allows, each gated on real health; and
+//! the release record (generations, history) kept in the cluster.
+//!
+//! Architecture invariant: this crate does no IO of its own. Everything it learns about a
+//! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory by
+//! [`fake::FakeCluster`]); it never renders and never reads files.
+//!
+//! ```text
+//! observe(cluster) ──► Observed ──► plan(rendered, catalog, observed) ──► Plan ──► deploy(cluster, plan)
+//! ```
+pub mod cluster;
+pub mod execute;
+pub mod fake;
+pub mod plan;
+pub mod release;
+pub mod status;
+
+pub use cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
+pub use execute::{Event, Options, Report, StepFailure, deploy, observe};
+pub use plan::{Action, Observed, Plan, Step, StepKind, Timeouts, plan};
+pub use release::{ReleaseHistory, ServiceRecord, ServiceState};

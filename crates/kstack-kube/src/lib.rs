@@ -2,7 +2,10 @@
 //!
 //! Everything else describes what it wants in plain values; this crate turns that into API calls
 //! with kube-rs.
+pub mod cluster;
 pub mod nodes;
+
+pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -26,7 +29,12 @@ pub enum Error {
 /// A client from an explicit kubeconfig path, else like kubectl: `KUBECONFIG`, `~/.kube/config`,
 /// in-cluster service account.
 pub async fn client(kubeconfig: Option<&str>) -> Result<Client, Error> {
-    let config = match kubeconfig {
+    Ok(Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The client configuration [`client`] uses.
+pub async fn config(kubeconfig: Option<&str>) -> Result<Config, Error> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
                 path: path.to_string(),
@@ -40,6 +48,5 @@ pub async fn client(kubeconfig: Option<&str>) -> Result<Client, Error> {
                 })?
         }
         None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }

@@ -105,6 +105,11 @@ pub struct Globals {
     pub storage_class: Option<String>,
     /// Resource requests per service (`kstack_resources`).
     pub resources: BTreeMap<String, Resources>,
+    /// Deploy step time limits in seconds (`kstack_timeouts`): key `default` and per service.
+    pub timeouts: BTreeMap<String, u64>,
+    /// Extra labels on the pods of a service (`kstack_pod_labels`), e.g. for policies or
+    /// monitoring; never the `app.kubernetes.io/` labels kstack selects pods by.
+    pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Every variable after merging defaults, user values and derived values; templates read these.
     pub vars: BTreeMap<String, Value>,
 }
@@ -139,7 +144,45 @@ pub fn defaults() -> BTreeMap<String, Value> {
     }
     m.insert("kstack_replicas".into(), Value::Object(Default::default()));
     m.insert("kstack_resources".into(), Value::Object(Default::default()));
+    m.insert("kstack_timeouts".into(), Value::Object(Default::default()));
+    m.insert(
+        "kstack_pod_labels".into(),
+        Value::Object(Default::default()),
+    );
     m
+}
+
+/// The deploy step time limit when `kstack_timeouts` sets none (seconds).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+/// The longest time limit accepted (one day).
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+
+/// Whether `s` is a valid label name segment or value: at most 63 characters, alphanumerics,
+/// `-`, `_` and `.`, starting and ending with an alphanumeric (values may be empty).
+fn label_segment(s: &str, may_be_empty: bool) -> bool {
+    if s.is_empty() {
+        return may_be_empty;
+    }
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    s.len() <= 63
+        && s.chars().all(ok_char)
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Whether `key` is a valid label key: `[prefix/]name`, the prefix a DNS subdomain.
+fn label_key(key: &str) -> bool {
+    match key.rsplit_once('/') {
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix
+                    .split('.')
+                    .all(|p| label_segment(p, false) && !p.contains('_'))
+                && label_segment(name, false)
+        }
+        None => label_segment(key, false),
+    }
 }
 
 /// Names of the variables kstack interprets; other variables are kept for templates only.
@@ -422,6 +465,115 @@ impl Globals {
             ),
         }
 
+        let mut timeouts = BTreeMap::new();
+        match vars.get("kstack_timeouts") {
+            Some(Value::Object(m)) => {
+                for (svc, v) in m {
+                    match v.as_u64().filter(|n| (1..=MAX_TIMEOUT_SECS).contains(n)) {
+                        Some(n) => {
+                            timeouts.insert(svc.clone(), n);
+                        }
+                        None => t.issue(
+                            "kstack_timeouts",
+                            Some(svc.clone()),
+                            format!(
+                                "expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, found {}",
+                                match v {
+                                    Value::Number(n) => n.to_string(),
+                                    other => describe(other).to_owned(),
+                                }
+                            ),
+                            format!("write e.g. `{svc}: 900` under `kstack_timeouts`"),
+                        ),
+                    }
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(other) => t.issue(
+                "kstack_timeouts",
+                None,
+                format!(
+                    "expected a mapping of service (or `default`) to seconds, found {}",
+                    describe(other)
+                ),
+                "write e.g. `kstack_timeouts: {default: 600, nova-api: 900}`".into(),
+            ),
+        }
+
+        let mut pod_labels = BTreeMap::new();
+        match vars.get("kstack_pod_labels") {
+            Some(Value::Object(m)) => {
+                for (svc, v) in m {
+                    let Value::Object(labels) = v else {
+                        t.issue(
+                            "kstack_pod_labels",
+                            Some(svc.clone()),
+                            format!(
+                                "expected a mapping of label to value, found {}",
+                                describe(v)
+                            ),
+                            format!(
+                                "write e.g. `{svc}: {{team: storage}}` under `kstack_pod_labels`"
+                            ),
+                        );
+                        continue;
+                    };
+                    let mut out = BTreeMap::new();
+                    for (key, value) in labels {
+                        let value = match value {
+                            Value::String(s) => s.clone(),
+                            Value::Number(n) => n.to_string(),
+                            Value::Bool(b) => b.to_string(),
+                            other => {
+                                t.issue(
+                                    "kstack_pod_labels",
+                                    Some(format!("{svc}.{key}")),
+                                    format!("expected a label value, found {}", describe(other)),
+                                    "write the value as a string".into(),
+                                );
+                                continue;
+                            }
+                        };
+                        if key.starts_with("app.kubernetes.io/") {
+                            t.issue(
+                                "kstack_pod_labels",
+                                Some(format!("{svc}.{key}")),
+                                format!("`{key}` is set by kstack (it selects the service's pods)"),
+                                "use a label outside the `app.kubernetes.io/` prefix".into(),
+                            );
+                        } else if !label_key(key) {
+                            t.issue(
+                                "kstack_pod_labels",
+                                Some(format!("{svc}.{key}")),
+                                format!("`{key}` is not a valid Kubernetes label key"),
+                                "use `[prefix/]name`: name at most 63 characters of a-z, 0-9, `-`, `_`, `.`".into(),
+                            );
+                        } else if !label_segment(&value, true) {
+                            t.issue(
+                                "kstack_pod_labels",
+                                Some(format!("{svc}.{key}")),
+                                format!("`{value}` is not a valid Kubernetes label value"),
+                                "use at most 63 characters of a-z, 0-9, `-`, `_`, `.`, starting and ending with a letter or digit".into(),
+                            );
+                        } else {
+                            out.insert(key.clone(), value);
+                        }
+                    }
+                    pod_labels.insert(svc.clone(), out);
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(other) => t.issue(
+                "kstack_pod_labels",
+                None,
+                format!(
+                    "expected a mapping of service to labels, found {}",
+                    describe(other)
+                ),
+                "write e.g. `kstack_pod_labels: {keystone: {team: identity}}`".into(),
+            ),
+        }
+
         let issues = std::mem::take(&mut t.issues);
         if !issues.is_empty() {
             return Err(issues);
@@ -459,6 +611,8 @@ impl Globals {
             role_label_prefix,
             storage_class,
             resources,
+            timeouts,
+            pod_labels,
             vars,
         })
     }
@@ -471,6 +625,16 @@ impl Globals {
     /// Replicas for a service (1 unless set in `kstack_replicas`).
     pub fn replicas_for(&self, service: &str) -> u32 {
         self.replicas.get(service).copied().unwrap_or(1)
+    }
+
+    /// The deploy step time limit of a service in seconds: its `kstack_timeouts` entry, else
+    /// `kstack_timeouts.default`, else [`DEFAULT_TIMEOUT_SECS`].
+    pub fn timeout_secs(&self, service: &str) -> u64 {
+        self.timeouts
+            .get(service)
+            .or(self.timeouts.get("default"))
+            .copied()
+            .unwrap_or(DEFAULT_TIMEOUT_SECS)
     }
 
     /// The node label selecting a role, e.g. `("kstack.io/role-control", "true")`.
@@ -573,6 +737,52 @@ mod tests {
         assert!(g.is_enabled("nova") && g.is_enabled("placement") && g.is_enabled("cinder"));
         assert!(
             !g.is_enabled("neutron") && !g.is_enabled("openvswitch") && !g.is_enabled("keystone")
+        );
+    }
+
+    #[test]
+    fn timeouts_and_pod_labels() {
+        let g = Globals::from_vars(&vars(json!({
+            "kstack_timeouts": {"default": 300, "nova-api": 900},
+            "kstack_pod_labels": {"keystone": {"kstack.io/dev-ready": "never", "tier": 1}},
+        })))
+        .unwrap();
+        assert_eq!(g.timeout_secs("nova-api"), 900);
+        assert_eq!(g.timeout_secs("keystone"), 300);
+        assert_eq!(
+            Globals::default().timeout_secs("keystone"),
+            DEFAULT_TIMEOUT_SECS
+        );
+        assert_eq!(g.pod_labels["keystone"]["kstack.io/dev-ready"], "never");
+        assert_eq!(g.pod_labels["keystone"]["tier"], "1");
+
+        let issues = Globals::from_vars(&vars(json!({
+            "kstack_timeouts": {"default": 0, "keystone": "soon", "glance-api": 10},
+            "kstack_pod_labels": {
+                "keystone": {"app.kubernetes.io/name": "x", "bad key!": "v", "ok": "bad value!"},
+                "nova-api": "ready",
+            },
+        })))
+        .unwrap_err();
+        let found: Vec<_> = issues
+            .iter()
+            .map(|i| format!("{} {}", i.key, i.subpath.as_deref().unwrap_or("")))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "kstack_timeouts default",
+                "kstack_timeouts keystone",
+                "kstack_pod_labels keystone.app.kubernetes.io/name",
+                "kstack_pod_labels keystone.bad key!",
+                "kstack_pod_labels keystone.ok",
+                "kstack_pod_labels nova-api",
+            ]
+        );
+        assert!(
+            issues[0].message.contains("found 0"),
+            "{}",
+            issues[0].message
         );
     }
 

@@ -404,6 +404,19 @@ fn slug(name: &str) -> String {
         .to_owned()
 }
 
+/// Labels of a service's pods: the operator's `kstack_pod_labels` for the service, then
+/// kstack's own (globals validation rejects the `app.kubernetes.io/` prefix, so the operator's
+/// labels never override a selector).
+fn pod_labels(
+    globals: &Globals,
+    service: &str,
+    own: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut l = globals.pod_labels.get(service).cloned().unwrap_or_default();
+    l.extend(own);
+    l
+}
+
 fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
     let mut l = labels(service, "bootstrap");
     l.insert(TASK_LABEL.to_owned(), task.to_owned());
@@ -844,13 +857,13 @@ impl Renderer<'_> {
             });
         }
         volumes.extend(data_vols);
-        let mut pod_labels = labels(name, "server");
+        let mut own = labels(name, "server");
         if let Some(v) = variant {
-            pod_labels.insert(VARIANT_LABEL.to_owned(), v.to_owned());
+            own.insert(VARIANT_LABEL.to_owned(), v.to_owned());
         }
         PodTemplateSpec {
             metadata: Some(ObjectMeta {
-                labels: Some(pod_labels),
+                labels: Some(pod_labels(globals, name, own)),
                 ..Default::default()
             }),
             spec: Some(pod_spec(globals, service, containers, volumes)),
@@ -1358,7 +1371,7 @@ fn job(globals: &Globals, service: &str, task: &str, pod: PodSpec) -> Job {
         backoff_limit: Some(JOB_BACKOFF_LIMIT),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
-                labels: Some(task_labels(service, task)),
+                labels: Some(pod_labels(globals, service, task_labels(service, task))),
                 ..Default::default()
             }),
             spec: Some(pod),

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 pub mod files;
 pub mod kubernetes;
+pub mod rbac;
 
 pub use files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
 

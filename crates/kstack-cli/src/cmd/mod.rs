@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 pub mod catalog;
 pub mod config;
+pub mod deploy;
 pub mod dev;
 pub mod inventory;
 pub mod template;
@@ -27,6 +28,8 @@ pub enum Command {
     Inventory(inventory::InventoryCommand),
     /// Render the Kubernetes objects of a config directory (no cluster needed).
     Template(template::Args),
+    #[command(flatten)]
+    Deploy(deploy::DeployCommand),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -36,5 +39,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Catalog(command) => catalog::run(command),
         Command::Inventory(command) => inventory::run(command),
         Command::Template(args) => template::run(args),
+        Command::Deploy(command) => deploy::run(command),
     }
 }

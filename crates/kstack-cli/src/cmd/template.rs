@@ -12,7 +12,7 @@ use kstack_render::{ContainerFiles, Rendered, Target, kubernetes, render_files};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --config-dir ./mycloud --config-files ./files -o ./manifests\n\n--config-files DIR writes every rendered service config file as\nDIR/<service>/<container>/<file> (per-host variants of DaemonSet services as\nDIR/<service>@<host>/<container>/<file>), files that carry a password with mode 0600,\nso tools such as oslo-config-validator can read them.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --config-dir ./mycloud --config-files ./files -o ./manifests\n  kstack template --rbac | kubectl apply --server-side -f -   # the account kstack deploy runs as\n\n--config-files DIR writes every rendered service config file as\nDIR/<service>/<container>/<file> (per-host variants of DaemonSet services as\nDIR/<service>@<host>/<container>/<file>), files that carry a password with mode 0600,\nso tools such as oslo-config-validator can read them.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -28,6 +28,10 @@ pub struct Args {
     /// (mode 0600 for files that carry a password).
     #[arg(long, value_name = "DIR")]
     pub config_files: Option<PathBuf>,
+    /// Render instead the ServiceAccount and least-privilege Role/ClusterRole that
+    /// `kstack deploy` needs to run in the cloud's namespace.
+    #[arg(long, conflicts_with_all = ["service", "config_files"])]
+    pub rbac: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -51,7 +55,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
         return Ok(ExitCode::from(2));
     }
-    let mut rendered = match kubernetes::render(&config) {
+    let rendered = if args.rbac {
+        Ok(kstack_render::rbac::deployer(&config.globals))
+    } else {
+        kubernetes::render(&config)
+    };
+    let mut rendered = match rendered {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -147,6 +156,7 @@ mod tests {
             service: None,
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
             config_files: None,
+            rbac: false,
         })
         .unwrap();
         assert_eq!(code, ExitCode::from(2));

@@ -1,0 +1,497 @@
+//! `kstack deploy`, `kstack plan`, `kstack status`: the cloud of a config directory against a
+//! cluster. The engine plans and executes; this module loads the config, renders, prints
+//! progress (a live view on a terminal, plain lines otherwise) and picks exit codes.
+//!
+//! Exit codes: 0 done (deploy: every service healthy), 1 cluster or IO failure, 2 invalid input
+//! files, 3 a deploy step failed (the report says which service, which condition, what the pods
+//! say, and which steps were not started).
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kstack_config::{Config, fs};
+use kstack_engine::plan::{Action, Observed, Plan};
+use kstack_engine::status::ServiceStatus;
+use kstack_engine::{Event, ObjectRef, Options, Report, Timeouts};
+use kstack_kube::{KubeCluster, RequestCounts};
+use kstack_render::{Rendered, kubernetes};
+use serde::Serialize;
+
+/// A failed deploy step: `main` does not print more, the report was printed.
+pub const EXIT_STEP_FAILED: u8 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Yaml,
+    Json,
+}
+
+/// Options every cluster command shares.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    #[command(flatten)]
+    pub config: super::config::ConfigDir,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum DeployCommand {
+    /// Deploy the cloud: apply config, run bootstrap Jobs and roll out every enabled service in
+    /// dependency order, each step gated on real health; prune disabled services.
+    #[command(
+        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start)."
+    )]
+    Deploy(DeployArgs),
+    /// Show what `kstack deploy` would create, change, leave and prune (changes nothing).
+    #[command(
+        after_help = "Examples:\n  kstack plan --config-dir ./mycloud\n  kstack plan --all          # unchanged objects too\n  kstack plan -o json\n\nExit codes: 0 planned, 1 cluster or IO failure, 2 invalid config."
+    )]
+    Plan(PlanArgs),
+    /// Every service: desired and ready pods, recorded generation and health.
+    #[command(
+        after_help = "Examples:\n  kstack status\n  kstack status -o json | jq '.[] | select(.health != \"healthy\")'\n\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config."
+    )]
+    Status(StatusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DeployArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Run one step at a time (for comparison with the parallel run).
+    #[arg(long)]
+    pub serial: bool,
+    /// Default time limit in seconds for each Job and health wait (overrides
+    /// `kstack_timeouts.default`; per-service values in `kstack_timeouts` still apply).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: Option<u64>,
+    /// Report format on stdout.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// List unchanged objects too.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
+    let target = match &command {
+        DeployCommand::Deploy(a) => &a.target,
+        DeployCommand::Plan(a) => &a.target,
+        DeployCommand::Status(a) => &a.target,
+    };
+    let Some(config) = load(target)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let rendered = kubernetes::render(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        match command {
+            DeployCommand::Deploy(args) => deploy(args, &config, &rendered).await,
+            DeployCommand::Plan(args) => plan(args, &config, &rendered).await,
+            DeployCommand::Status(args) => status(args, &config, &rendered).await,
+        }
+    })
+}
+
+/// Loads the config directory; prints every diagnostic. `None` when it is invalid.
+fn load(target: &Target) -> anyhow::Result<Option<Config>> {
+    let loaded = fs::load_dir(&target.config.config_dir)?;
+    for d in &loaded.diagnostics {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+    let config = loaded
+        .config
+        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()));
+    if config.is_none() {
+        eprintln!(
+            "{}: invalid config, nothing done",
+            target.config.config_dir.display()
+        );
+    }
+    Ok(config)
+}
+
+fn timeouts(config: &Config, default: Option<u64>) -> Timeouts {
+    let g = &config.globals;
+    let default = default.unwrap_or_else(|| g.timeout_secs("default"));
+    Timeouts {
+        default: Duration::from_secs(default),
+        per_service: g
+            .timeouts
+            .iter()
+            .filter(|(k, _)| *k != "default")
+            .map(|(k, v)| (k.clone(), Duration::from_secs(*v)))
+            .collect(),
+    }
+}
+
+struct Connected {
+    cluster: KubeCluster,
+    counter: std::sync::Arc<kstack_kube::RequestCounter>,
+    observed: Observed,
+    plan: Plan,
+}
+
+async fn connect(
+    target: &Target,
+    config: &Config,
+    rendered: &Rendered,
+    timeouts: &Timeouts,
+) -> anyhow::Result<Connected> {
+    let (client, counter) = kstack_kube::counted_client(target.kubeconfig.as_deref()).await?;
+    let cluster = KubeCluster::new(client);
+    let namespace = config.globals.kubernetes_namespace.clone();
+    let cluster_scoped: Vec<ObjectRef> = rendered
+        .objects
+        .iter()
+        .map(|o| ObjectRef::of(&o.to_json_value()))
+        .filter(|r| r.namespace.is_none())
+        .collect();
+    let observed = kstack_engine::observe(&cluster, &namespace, &cluster_scoped)
+        .await
+        .with_context(|| format!("reading the state of namespace {namespace}"))?;
+    let plan = kstack_engine::plan(rendered, &config.catalog, &observed, timeouts)?;
+    Ok(Connected {
+        cluster,
+        counter,
+        observed,
+        plan,
+    })
+}
+
+fn print_data<T: Serialize>(output: Output, value: &T) -> anyhow::Result<()> {
+    let text = match output {
+        Output::Json => serde_json::to_string_pretty(value)? + "\n",
+        Output::Yaml => serde_saphyr::to_string(value)?,
+        Output::Table => unreachable!("tables are printed by each command"),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DeployOutput<'a> {
+    succeeded: bool,
+    generation: u64,
+    seconds: f64,
+    serial: bool,
+    steps: usize,
+    objects: usize,
+    #[serde(flatten)]
+    report: &'a Report,
+    api_requests: RequestCounts,
+}
+
+async fn deploy(
+    args: DeployArgs,
+    config: &Config,
+    rendered: &Rendered,
+) -> anyhow::Result<ExitCode> {
+    let timeouts = timeouts(config, args.timeout);
+    let c = connect(&args.target, config, rendered, &timeouts).await?;
+    let started = Instant::now();
+    let progress = Progress::new(&c.plan, std::io::stderr().is_terminal());
+    let options = Options {
+        serial: args.serial,
+        now: chrono_now(),
+    };
+    let report = kstack_engine::deploy(&c.cluster, &c.plan, &c.observed, &options, &|e: &Event| {
+        progress.event(e)
+    })
+    .await?;
+    progress.finish();
+    let seconds = started.elapsed().as_secs_f64();
+    for f in &report.failures {
+        eprintln!("error: {f}");
+    }
+    if !report.not_started.is_empty() {
+        eprintln!(
+            "not started ({}): {}",
+            report.not_started.len(),
+            report.not_started.join(", ")
+        );
+    }
+    let out = DeployOutput {
+        succeeded: report.succeeded(),
+        generation: report.generation,
+        seconds,
+        serial: args.serial,
+        steps: c.plan.steps.len(),
+        objects: c.plan.objects.len(),
+        report: &report,
+        api_requests: c.counter.counts(),
+    };
+    match args.output {
+        Output::Table => {
+            let outcome = if report.succeeded() {
+                "deployed"
+            } else {
+                "FAILED"
+            };
+            println!(
+                "{outcome}: generation {}, {} of {} steps done, {} not started, {} failed, {} API writes, {} pruned, {seconds:.1}s",
+                report.generation,
+                report.done.len(),
+                c.plan.steps.len(),
+                report.not_started.len(),
+                report.failures.len(),
+                report.writes,
+                report.pruned.len(),
+            );
+        }
+        other => print_data(other, &out)?,
+    }
+    Ok(if report.succeeded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_STEP_FAILED)
+    })
+}
+
+/// The caller's clock for release records (the engine reads none).
+fn chrono_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[derive(Serialize)]
+struct PlanRow {
+    action: String,
+    kind: String,
+    name: String,
+    service: String,
+}
+
+async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<ExitCode> {
+    let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
+    let mut rows: Vec<PlanRow> = c
+        .plan
+        .objects
+        .iter()
+        .filter(|o| args.all || o.action != Action::Unchanged)
+        .map(|o| PlanRow {
+            action: match o.action {
+                Action::Create => "create",
+                Action::Change => "change",
+                Action::Unchanged => "unchanged",
+            }
+            .into(),
+            kind: o.desired.reference.kind.clone(),
+            name: o.desired.reference.name.clone(),
+            service: o.desired.service.clone().unwrap_or_default(),
+        })
+        .collect();
+    for r in &c.plan.prune {
+        let service = c.observed.objects.get(r).and_then(|o| {
+            o["metadata"]["labels"][kstack_engine::plan::SERVICE_LABEL]
+                .as_str()
+                .map(str::to_owned)
+        });
+        rows.push(PlanRow {
+            action: "prune".into(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            service: service.unwrap_or_default(),
+        });
+    }
+    let count = |a: Action| c.plan.objects.iter().filter(|o| o.action == a).count();
+    match args.output {
+        Output::Table => {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::NOTHING);
+            t.set_header(["ACTION", "KIND", "NAME", "SERVICE"]);
+            for r in &rows {
+                t.add_row([&r.action, &r.kind, &r.name, &r.service]);
+            }
+            if !rows.is_empty() {
+                println!("{t}");
+            }
+            println!(
+                "{} to create, {} to change, {} unchanged, {} to prune",
+                count(Action::Create),
+                count(Action::Change),
+                count(Action::Unchanged),
+                c.plan.prune.len()
+            );
+        }
+        other => print_data(other, &rows)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn status(
+    args: StatusArgs,
+    config: &Config,
+    rendered: &Rendered,
+) -> anyhow::Result<ExitCode> {
+    let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
+    let rows: Vec<ServiceStatus> = kstack_engine::status::status(&c.plan, &c.observed);
+    match args.output {
+        Output::Table => {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::NOTHING);
+            t.set_header([
+                "SERVICE",
+                "KIND",
+                "READY",
+                "GENERATION",
+                "RECORDED",
+                "HEALTH",
+            ]);
+            for r in &rows {
+                t.add_row([
+                    r.service.clone(),
+                    r.kind.clone(),
+                    format!("{}/{}", r.ready, r.desired),
+                    r.generation.map(|g| g.to_string()).unwrap_or("-".into()),
+                    r.recorded.map(|s| s.to_string()).unwrap_or("-".into()),
+                    r.health.to_string(),
+                ]);
+            }
+            println!("{t}");
+            let generation = c
+                .observed
+                .history
+                .index
+                .as_ref()
+                .map_or(0, |i| i.generation);
+            let healthy = rows
+                .iter()
+                .filter(|r| r.health == kstack_engine::status::Health::Healthy)
+                .count();
+            println!(
+                "deploy generation {generation}; {healthy} of {} services healthy",
+                c.plan.services.len()
+            );
+        }
+        other => print_data(other, &rows)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deploy progress: a live view of running, done and waiting steps on a terminal; one line per
+/// event otherwise. Everything goes to stderr.
+struct Progress<'a> {
+    plan: &'a Plan,
+    started: Instant,
+    bar: Option<indicatif::ProgressBar>,
+    state: Mutex<(Vec<bool>, Vec<bool>)>,
+}
+
+impl<'a> Progress<'a> {
+    fn new(plan: &'a Plan, tty: bool) -> Progress<'a> {
+        let bar = tty.then(|| {
+            let b = indicatif::ProgressBar::new(plan.steps.len() as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {pos}/{len} steps {wide_msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        let n = plan.steps.len();
+        Progress {
+            plan,
+            started: Instant::now(),
+            bar,
+            state: Mutex::new((vec![false; n], vec![false; n])),
+        }
+    }
+
+    fn line(&self, text: String) {
+        let line = format!("[{:7.1}s] {text}", self.started.elapsed().as_secs_f64());
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn event(&self, e: &Event) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (running, done) = &mut *st;
+        match e {
+            Event::Started { step } => {
+                running[*step] = true;
+                if self.bar.is_none() {
+                    self.line(format!("start {}", self.plan.steps[*step].name()));
+                }
+            }
+            Event::Done { step, writes } => {
+                running[*step] = false;
+                done[*step] = true;
+                let s = &self.plan.steps[*step];
+                let what = if *writes > 0 {
+                    format!("{writes} writes")
+                } else {
+                    "unchanged".to_owned()
+                };
+                self.line(format!("done  {} ({what})", s.name()));
+                if let Some(b) = &self.bar {
+                    b.inc(1);
+                }
+            }
+            Event::Failed { step, .. } => {
+                running[*step] = false;
+                self.line(format!("FAIL  {}", self.plan.steps[*step].name()));
+            }
+            Event::Pruned { object } => self.line(format!("pruned {object}")),
+        }
+        if let Some(b) = &self.bar {
+            let names: Vec<String> = self
+                .plan
+                .steps
+                .iter()
+                .filter(|s| running[s.id])
+                .map(|s| s.name())
+                .collect();
+            // The first waiting step and what it waits on.
+            let waiting = self
+                .plan
+                .steps
+                .iter()
+                .find(|s| !running[s.id] && !done[s.id])
+                .map(|s| {
+                    let on: Vec<String> = self
+                        .plan
+                        .waiting_on(s.id, done)
+                        .into_iter()
+                        .map(|d| self.plan.steps[d].name())
+                        .collect();
+                    format!("; next {} waits on {}", s.name(), on.join(", "))
+                })
+                .unwrap_or_default();
+            b.set_message(format!("running: {}{waiting}", names.join(", ")));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! The executor: runs every step whose dependencies are done, in parallel (or one at a time),
+//! each wait bounded by the step's timeout; records each service's generation once it is
+//! healthy (or failed); prunes only after everything succeeded.
+//!
+//! On a failure, steps that depend on the failed one (directly or not) are not started; steps
+//! that do not depend on it still run to the end, so the rest of the cloud is left converged.
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::Value;
+
+use crate::cluster::{
+    CLUSTER_KINDS, Cluster, ClusterError, Condition, NAMESPACED_KINDS, ObjectRef, WaitOutcome,
+};
+use crate::plan::{Action, MANAGED_BY, Observed, Plan, Step, StepKind};
+use crate::release::{
+    IndexEntry, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceState, index_config_map,
+    record_config_map, service_record,
+};
+
+/// Reads what the cluster holds of kstack's objects: one list per namespaced kind (managed-by
+/// kstack), one get per desired cluster-scoped object, and the release records.
+pub async fn observe(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    cluster_scoped: &[ObjectRef],
+) -> Result<Observed, ObserveError> {
+    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    let mut objects = BTreeMap::new();
+    for kind in NAMESPACED_KINDS {
+        for o in cluster.list(kind, namespace, &selector).await? {
+            let mut r = ObjectRef::of(&o);
+            r.kind = (*kind).to_owned();
+            objects.insert(r, o);
+        }
+    }
+    for r in cluster_scoped {
+        if CLUSTER_KINDS.contains(&r.kind.as_str())
+            && let Some(o) = cluster.get(r).await?
+        {
+            objects.insert(r.clone(), o);
+        }
+    }
+    let history = ReleaseHistory::from_config_maps(
+        objects
+            .iter()
+            .filter(|(r, o)| {
+                r.kind == "ConfigMap" && !o["metadata"]["labels"][RELEASE_LABEL].is_null()
+            })
+            .map(|(_, o)| o),
+    )?;
+    Ok(Observed { objects, history })
+}
+
+/// Reading the cluster's state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Record(#[from] crate::release::RecordError),
+}
+
+/// How to run a plan.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One step at a time.
+    pub serial: bool,
+    /// RFC 3339 time written into release records (the caller's clock: the engine reads none).
+    pub now: String,
+}
+
+/// Progress, reported as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Started {
+        step: usize,
+    },
+    /// `writes` API writes were made by the step.
+    Done {
+        step: usize,
+        writes: u64,
+    },
+    Failed {
+        step: usize,
+        message: String,
+    },
+    Pruned {
+        object: ObjectRef,
+    },
+}
+
+/// What one pod says, for a failure report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PodReport {
+    pub name: String,
+    pub phase: String,
+    /// Conditions that are not `True`, as `Ready=False (ContainersNotReady: message)`.
+    pub conditions: Vec<String>,
+    /// Per container: `name: waiting CrashLoopBackOff (message), restarts 5`.
+    pub containers: Vec<String>,
+    /// The last events about the pod, `Reason: message`.
+    pub events: Vec<String>,
+}
+
+/// A step that did not succeed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepFailure {
+    pub step: String,
+    pub service: Option<String>,
+    /// The condition waited for, if the step waited.
+    pub condition: Option<Condition>,
+    pub reason: String,
+    pub pods: Vec<PodReport>,
+}
+
+impl fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let service = self.service.as_deref().unwrap_or("namespace");
+        match &self.condition {
+            Some(c) => write!(
+                f,
+                "service {service}: step `{}` failed waiting for \"{c}\": {}",
+                self.step, self.reason
+            )?,
+            None => write!(
+                f,
+                "service {service}: step `{}` failed: {}",
+                self.step, self.reason
+            )?,
+        }
+        if self.condition.is_some() && self.pods.is_empty() {
+            write!(f, "\n  no pods found")?;
+        }
+        for p in &self.pods {
+            write!(f, "\n  pod {}: {}", p.name, p.phase)?;
+            for c in &p.conditions {
+                write!(f, "; {c}")?;
+            }
+            for c in &p.containers {
+                write!(f, "\n    container {c}")?;
+            }
+            for e in &p.events {
+                write!(f, "\n    event {e}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The result of a deploy.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Report {
+    /// Names of the steps that finished.
+    pub done: Vec<String>,
+    pub failures: Vec<StepFailure>,
+    /// Steps never started because a step they depend on failed.
+    pub not_started: Vec<String>,
+    pub pruned: Vec<ObjectRef>,
+    /// API writes the deploy made (applies and deletes, release records included).
+    pub writes: u64,
+    /// The deploy generation now recorded in the cluster.
+    pub generation: u64,
+}
+
+impl Report {
+    pub fn succeeded(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Pending,
+    Running,
+    Done,
+    Failed,
+}
+
+struct Ctx<'a> {
+    cluster: &'a dyn Cluster,
+    plan: &'a Plan,
+    observed: &'a Observed,
+    options: &'a Options,
+    writes: AtomicU64,
+    /// Service → (record written, or the one already there) as the deploy goes.
+    records: std::sync::Mutex<BTreeMap<String, IndexEntry>>,
+}
+
+impl Ctx<'_> {
+    async fn apply(&self, manifest: &Value) -> Result<(), ClusterError> {
+        self.cluster.apply(manifest).await?;
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Applies the step's objects that are not unchanged; returns the writes made.
+    async fn apply_objects(&self, step: &Step) -> Result<u64, ClusterError> {
+        let mut n = 0;
+        for &i in &step.objects {
+            let o = &self.plan.objects[i];
+            if o.action != Action::Unchanged {
+                self.apply(&o.desired.manifest).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Records the service's generation in `state`, unless that exact record exists.
+    async fn record(&self, service: &str, state: ServiceState) -> Result<u64, ClusterError> {
+        let history = &self.observed.history;
+        let record = service_record(self.plan, history, service, state, &self.options.now);
+        let entry = IndexEntry {
+            generation: record.generation,
+            state,
+        };
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(service.to_owned(), entry);
+        let exists = history
+            .services
+            .get(service)
+            .and_then(|m| m.get(&record.generation))
+            .is_some_and(|r| r.same_as(&record));
+        if exists {
+            return Ok(0);
+        }
+        self.apply(&record_config_map(&self.plan.namespace, &record))
+            .await?;
+        Ok(1)
+    }
+
+    async fn run(&self, step: &Step) -> Result<u64, StepFailure> {
+        let fail = |reason: String| StepFailure {
+            step: step.name(),
+            service: step.service.clone(),
+            condition: step.condition(),
+            reason,
+            pods: Vec::new(),
+        };
+        let cluster_err = |e: ClusterError| fail(e.message);
+        match &step.kind {
+            StepKind::Namespace | StepKind::Config | StepKind::Workload => {
+                self.apply_objects(step).await.map_err(cluster_err)
+            }
+            StepKind::Job { job, .. } => {
+                // A Job is never re-created: if it exists it already ran or is running.
+                let writes = self.apply_objects(step).await.map_err(cluster_err)?;
+                let outcome = self
+                    .cluster
+                    .wait(job, Condition::JobSucceeded, step.timeout)
+                    .await
+                    .map_err(cluster_err)?;
+                self.finish(step, outcome, &format!("job-name={}", job.name), writes)
+                    .await
+            }
+            StepKind::Healthy { workload } => {
+                let outcome = self
+                    .cluster
+                    .wait(workload, Condition::RolloutComplete, step.timeout)
+                    .await
+                    .map_err(cluster_err)?;
+                let service = step.service.as_deref().unwrap_or_default();
+                let selector = format!(
+                    "{}={service},{}=server",
+                    crate::plan::SERVICE_LABEL,
+                    kstack_render::kubernetes::COMPONENT_LABEL
+                );
+                let writes = self.finish(step, outcome, &selector, 0).await?;
+                let recorded = self
+                    .record(service, ServiceState::Healthy)
+                    .await
+                    .map_err(cluster_err)?;
+                Ok(writes + recorded)
+            }
+        }
+    }
+
+    /// Turns a wait outcome into the step's result, with what the pods say on failure.
+    async fn finish(
+        &self,
+        step: &Step,
+        outcome: WaitOutcome,
+        pod_selector: &str,
+        writes: u64,
+    ) -> Result<u64, StepFailure> {
+        let reason = match outcome {
+            WaitOutcome::Met => return Ok(writes),
+            WaitOutcome::Failed(r) => r,
+            WaitOutcome::TimedOut => format!("timed out after {}s", step.timeout.as_secs()),
+        };
+        let pods = diagnose(self.cluster, &self.plan.namespace, pod_selector).await;
+        if let Some(service) = &step.service {
+            // Best effort: the failure itself is what the caller must see.
+            let _ = self.record(service, ServiceState::Failed).await;
+        }
+        Err(StepFailure {
+            step: step.name(),
+            service: step.service.clone(),
+            condition: step.condition(),
+            reason,
+            pods,
+        })
+    }
+}
+
+/// What the pods matching `selector` say: phase, failing conditions, container states and
+/// their last events. Errors reading them become part of the report rather than hiding the
+/// failure being reported.
+pub async fn diagnose(cluster: &dyn Cluster, namespace: &str, selector: &str) -> Vec<PodReport> {
+    let pods = match cluster.pods(namespace, selector).await {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![PodReport {
+                name: "?".into(),
+                phase: format!("could not list pods: {e}"),
+                conditions: vec![],
+                containers: vec![],
+                events: vec![],
+            }];
+        }
+    };
+    let mut out = Vec::new();
+    for p in pods.iter().take(5) {
+        let name = p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let status = &p["status"];
+        let conditions = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] != "True")
+            .map(|c| {
+                let mut s = format!(
+                    "{}={}",
+                    c["type"].as_str().unwrap_or("?"),
+                    c["status"].as_str().unwrap_or("?")
+                );
+                if let Some(r) = c["reason"].as_str() {
+                    s.push_str(&format!(" ({r}"));
+                    if let Some(m) = c["message"].as_str() {
+                        s.push_str(&format!(": {m}"));
+                    }
+                    s.push(')');
+                }
+                s
+            })
+            .collect();
+        let containers = status["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(container_line)
+            .collect();
+        let events = match cluster.events(namespace, &name).await {
+            Ok(ev) => ev
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        e["reason"].as_str().unwrap_or("?"),
+                        e["message"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect(),
+            Err(e) => vec![format!("could not read events: {e}")],
+        };
+        out.push(PodReport {
+            name,
+            phase: status["phase"].as_str().unwrap_or("Unknown").to_owned(),
+            conditions,
+            containers,
+            events,
+        });
+    }
+    out
+}
+
+fn container_line(c: &Value) -> String {
+    let name = c["name"].as_str().unwrap_or("?");
+    let state = &c["state"];
+    let mut s = if let Some(w) = state.get("waiting") {
+        format!("{name}: waiting {}", w["reason"].as_str().unwrap_or("?"))
+            + &w["message"]
+                .as_str()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+    } else if let Some(t) = state.get("terminated") {
+        format!(
+            "{name}: terminated {} (exit code {})",
+            t["reason"].as_str().unwrap_or("?"),
+            t["exitCode"]
+        )
+    } else if state.get("running").is_some() {
+        format!(
+            "{name}: running, {}",
+            if c["ready"] == Value::Bool(true) {
+                "ready"
+            } else {
+                "not ready"
+            }
+        )
+    } else {
+        format!("{name}: no state")
+    };
+    if let Some(n) = c["restartCount"].as_u64().filter(|n| *n > 0) {
+        s.push_str(&format!(", restarts {n}"));
+    }
+    s
+}
+
+/// Runs the plan against the cluster. Cluster errors inside steps become step failures in the
+/// report; only the final bookkeeping can fail the call itself.
+pub async fn deploy(
+    cluster: &dyn Cluster,
+    plan: &Plan,
+    observed: &Observed,
+    options: &Options,
+    progress: &(dyn Fn(&Event) + Sync),
+) -> Result<Report, ClusterError> {
+    let ctx = Ctx {
+        cluster,
+        plan,
+        observed,
+        options,
+        writes: AtomicU64::new(0),
+        records: Default::default(),
+    };
+    let n = plan.steps.len();
+    let mut state = vec![State::Pending; n];
+    let mut report = Report::default();
+    let mut running = FuturesUnordered::new();
+    loop {
+        for step in &plan.steps {
+            if options.serial && !running.is_empty() {
+                break;
+            }
+            if state[step.id] == State::Pending
+                && step.deps.iter().all(|d| state[*d] == State::Done)
+            {
+                state[step.id] = State::Running;
+                progress(&Event::Started { step: step.id });
+                let ctx = &ctx;
+                running.push(async move { (step.id, ctx.run(step).await) });
+            }
+        }
+        let Some((id, result)) = running.next().await else {
+            break;
+        };
+        match result {
+            Ok(writes) => {
+                state[id] = State::Done;
+                report.done.push(plan.steps[id].name());
+                progress(&Event::Done { step: id, writes });
+            }
+            Err(failure) => {
+                state[id] = State::Failed;
+                progress(&Event::Failed {
+                    step: id,
+                    message: failure.to_string(),
+                });
+                report.failures.push(failure);
+            }
+        }
+    }
+    drop(running);
+    report.not_started = plan
+        .steps
+        .iter()
+        .filter(|s| state[s.id] == State::Pending)
+        .map(Step::name)
+        .collect();
+
+    if report.succeeded() {
+        for r in &plan.prune {
+            cluster.delete(r).await?;
+            ctx.writes.fetch_add(1, Ordering::Relaxed);
+            progress(&Event::Pruned { object: r.clone() });
+            report.pruned.push(r.clone());
+        }
+    }
+
+    // The index: written only when something in it changed, so a no-op deploy writes nothing.
+    let old = observed.history.index.clone().unwrap_or_default();
+    let mut services = ctx.records.into_inner().unwrap_or_else(|e| e.into_inner());
+    for (service, entry) in &old.services {
+        if plan.services.contains(service) {
+            services.entry(service.clone()).or_insert(entry.clone());
+        } else if report.succeeded() {
+            // Its objects were pruned above.
+            let removed = IndexEntry {
+                generation: entry.generation,
+                state: ServiceState::Removed,
+            };
+            services.insert(service.clone(), removed);
+        } else {
+            services.insert(service.clone(), entry.clone());
+        }
+    }
+    let input_hash = if report.succeeded() {
+        plan.input_hash.clone()
+    } else {
+        old.input_hash.clone()
+    };
+    let writes = ctx.writes.load(Ordering::Relaxed);
+    report.generation = old.generation;
+    if writes > 0 || services != old.services || input_hash != old.input_hash {
+        let index = ReleaseIndex {
+            generation: observed.history.next_deploy_generation(),
+            input_hash,
+            time: options.now.clone(),
+            services,
+        };
+        cluster
+            .apply(&index_config_map(&plan.namespace, &index))
+            .await?;
+        ctx.writes.fetch_add(1, Ordering::Relaxed);
+        report.generation = index.generation;
+    }
+    report.writes = ctx.writes.load(Ordering::Relaxed);
+    Ok(report)
+}

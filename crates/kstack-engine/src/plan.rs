@@ -1,0 +1,493 @@
+//! The planner: desired objects (a [`Rendered`] bundle and the catalog's dependency graph)
+//! against what the cluster holds, giving per-object actions, a graph of steps and the objects
+//! to prune. Pure: the observed state is read by [`crate::observe`] beforehand.
+//!
+//! Steps per service, in order: apply its config objects (ConfigMaps, Secrets, claims, Services,
+//! access control) → its bootstrap Jobs (in `after` order within the service; `needs` waits for
+//! other services to be healthy) → apply its workload → wait until it is healthy. A service's
+//! first step waits for every service in its `depends_on` to be healthy, so nothing of a
+//! service exists in the cluster before what it depends on works.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kstack_model::catalog::Catalog;
+use kstack_model::graph::Graph;
+use kstack_render::{Object, Rendered};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::cluster::{Condition, ObjectRef};
+use crate::release::{RELEASE_LABEL, ReleaseHistory};
+
+/// Annotation holding the hash of the manifest kstack applied; an object whose annotation
+/// matches the desired hash is left alone (no API write).
+pub const HASH_ANNOTATION: &str = "kstack.io/applied-hash";
+/// Label naming the bootstrap task a Job runs.
+pub const TASK_LABEL: &str = kstack_render::kubernetes::TASK_LABEL;
+/// Label every object kstack owns carries; prune never looks at anything else.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kstack");
+/// Label naming the catalog service of an object.
+pub const SERVICE_LABEL: &str = kstack_render::kubernetes::NAME_LABEL;
+
+/// First 16 hex digits of the SHA-256 of `bytes`.
+pub fn hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What an object is for in the step graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Namespace,
+    /// Applied before the service's Jobs and workload.
+    Config,
+    /// A bootstrap Job of the named task.
+    Job {
+        task: String,
+    },
+    Workload,
+}
+
+/// One object kstack wants in the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredObject {
+    pub reference: ObjectRef,
+    pub service: Option<String>,
+    pub role: Role,
+    /// Hash of the rendered manifest (before the hash annotation is added).
+    pub hash: String,
+    /// The manifest to apply, carrying [`HASH_ANNOTATION`].
+    pub manifest: Value,
+}
+
+impl DesiredObject {
+    fn new(object: &Object) -> DesiredObject {
+        let mut manifest = object.to_json_value();
+        let hash = hash(&serde_json::to_vec(&manifest).unwrap_or_default());
+        if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+            let annotations = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(HASH_ANNOTATION.to_owned(), Value::String(hash.clone()));
+            }
+        }
+        let role = match object {
+            Object::Namespace(_) => Role::Namespace,
+            Object::Job(j) => Role::Job {
+                task: j
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(TASK_LABEL))
+                    .cloned()
+                    .unwrap_or_else(|| object.name().to_owned()),
+            },
+            Object::Deployment(_) | Object::StatefulSet(_) | Object::DaemonSet(_) => Role::Workload,
+            _ => Role::Config,
+        };
+        DesiredObject {
+            reference: ObjectRef::of(&manifest),
+            service: object.service().map(str::to_owned),
+            role,
+            hash,
+            manifest,
+        }
+    }
+
+    /// ConfigMaps and Secrets marked immutable, and Jobs, are named by their content: if one
+    /// exists it is the right one, and it can never be changed in place.
+    pub fn immutable(&self) -> bool {
+        self.reference.kind == "Job" || self.manifest["immutable"] == Value::Bool(true)
+    }
+}
+
+/// Per-step time limits: a default plus per-service values (`kstack_timeouts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    pub default: Duration,
+    pub per_service: BTreeMap<String, Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            default: Duration::from_secs(600),
+            per_service: BTreeMap::new(),
+        }
+    }
+}
+
+impl Timeouts {
+    pub fn for_service(&self, service: &str) -> Duration {
+        self.per_service
+            .get(service)
+            .copied()
+            .unwrap_or(self.default)
+    }
+}
+
+/// What a deploy does to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Create,
+    Change,
+    Unchanged,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum StepKind {
+    /// Apply the namespace.
+    Namespace,
+    /// Apply a service's config objects.
+    Config,
+    /// Create a bootstrap Job (unless it exists) and wait until it succeeded.
+    Job { task: String, job: ObjectRef },
+    /// Apply the workload.
+    Workload,
+    /// Wait until the workload's rollout is complete.
+    Healthy { workload: ObjectRef },
+}
+
+/// One node of the step graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub id: usize,
+    pub kind: StepKind,
+    pub service: Option<String>,
+    /// Steps that must be done first (indices into [`Plan::steps`]).
+    pub deps: Vec<usize>,
+    /// Objects the step applies (indices into [`Plan::objects`]).
+    pub objects: Vec<usize>,
+    /// Limit for the wait of this step (Job and health steps).
+    #[serde(skip)]
+    pub timeout: Duration,
+}
+
+impl Step {
+    /// `keystone: job db-sync`, `nova-api: healthy`, ...
+    pub fn name(&self) -> String {
+        let what = match &self.kind {
+            StepKind::Namespace => "namespace".to_owned(),
+            StepKind::Config => "config".to_owned(),
+            StepKind::Job { task, .. } => format!("job {task}"),
+            StepKind::Workload => "workload".to_owned(),
+            StepKind::Healthy { .. } => "healthy".to_owned(),
+        };
+        match &self.service {
+            Some(s) => format!("{s}: {what}"),
+            None => what,
+        }
+    }
+
+    /// The condition the step waits for, if it waits.
+    pub fn condition(&self) -> Option<Condition> {
+        match self.kind {
+            StepKind::Job { .. } => Some(Condition::JobSucceeded),
+            StepKind::Healthy { .. } => Some(Condition::RolloutComplete),
+            _ => None,
+        }
+    }
+}
+
+/// One desired object and what deploy does to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedObject {
+    pub desired: DesiredObject,
+    pub action: Action,
+}
+
+/// Everything a deploy will do, computed without touching the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub namespace: String,
+    pub objects: Vec<PlannedObject>,
+    pub steps: Vec<Step>,
+    /// Objects kstack owns that are no longer wanted; deleted after every step succeeded.
+    pub prune: Vec<ObjectRef>,
+    /// Hash of every desired manifest: the deploy's input.
+    pub input_hash: String,
+    /// Enabled services in start order.
+    pub services: Vec<String>,
+}
+
+/// Errors in the input of the planner.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("the rendered objects have no Namespace")]
+    NoNamespace,
+    #[error("service `{0}` has no workload among the rendered objects")]
+    NoWorkload(String),
+    #[error(transparent)]
+    Graph(#[from] kstack_model::graph::GraphError),
+}
+
+/// The objects of a rendered cloud as the engine sees them, in stream order.
+pub fn desired(rendered: &Rendered) -> Vec<DesiredObject> {
+    rendered.objects.iter().map(DesiredObject::new).collect()
+}
+
+/// What the cluster holds of kstack's objects in the namespace (see [`crate::observe`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub objects: BTreeMap<ObjectRef, Value>,
+    pub history: ReleaseHistory,
+}
+
+impl Observed {
+    /// The hash kstack applied to an existing object; `Some("")` for an object without one.
+    fn applied_hash(&self, r: &ObjectRef) -> Option<&str> {
+        let o = self.objects.get(r)?;
+        Some(
+            o["metadata"]["annotations"][HASH_ANNOTATION]
+                .as_str()
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// Builds the plan. `catalog` gives the dependency graph; services are the ones with objects
+/// in `rendered`.
+pub fn plan(
+    rendered: &Rendered,
+    catalog: &Catalog,
+    observed: &Observed,
+    timeouts: &Timeouts,
+) -> Result<Plan, PlanError> {
+    let desired = desired(rendered);
+    let namespace = desired
+        .iter()
+        .find(|d| d.role == Role::Namespace)
+        .map(|d| d.reference.name.clone())
+        .ok_or(PlanError::NoNamespace)?;
+
+    let objects: Vec<PlannedObject> = desired
+        .into_iter()
+        .map(|d| {
+            let action = match observed.applied_hash(&d.reference) {
+                None => Action::Create,
+                Some(_) if d.immutable() => Action::Unchanged,
+                Some(h) if h == d.hash => Action::Unchanged,
+                Some(_) => Action::Change,
+            };
+            PlannedObject { desired: d, action }
+        })
+        .collect();
+
+    let enabled: BTreeSet<String> = objects
+        .iter()
+        .filter_map(|o| o.desired.service.clone())
+        .collect();
+    let graph = Graph::from_catalog(catalog, |s| enabled.contains(s));
+    let order = graph.topological_order()?;
+
+    let mut steps: Vec<Step> = Vec::new();
+    let mut push = |kind, service: Option<&str>, deps: Vec<usize>, objects, timeout| {
+        let id = steps.len();
+        steps.push(Step {
+            id,
+            kind,
+            service: service.map(str::to_owned),
+            deps,
+            objects,
+            timeout,
+        });
+        id
+    };
+    let ns_objects: Vec<usize> = objects
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.desired.role == Role::Namespace)
+        .map(|(i, _)| i)
+        .collect();
+    let ns_step = push(
+        StepKind::Namespace,
+        None,
+        vec![],
+        ns_objects,
+        timeouts.default,
+    );
+
+    // Services in dependency order, so the health steps of dependencies already exist.
+    let mut healthy: BTreeMap<String, usize> = BTreeMap::new();
+    for service in &order {
+        let timeout = timeouts.for_service(service);
+        let idx = |pred: &dyn Fn(&DesiredObject) -> bool| -> Vec<usize> {
+            objects
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.desired.service.as_deref() == Some(service) && pred(&o.desired))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let mut first_deps = vec![ns_step];
+        first_deps.extend(graph.dependencies(service).map(|d| healthy[d]));
+        let config = push(
+            StepKind::Config,
+            Some(service),
+            first_deps,
+            idx(&|d| d.role == Role::Config),
+            timeout,
+        );
+
+        // Bootstrap Jobs: a task's predecessors are its `after` tasks; a task without a rendered
+        // Job passes its own predecessors on, so the order holds through it.
+        let tasks = catalog
+            .services
+            .get(service)
+            .map(|s| s.bootstrap.clone())
+            .unwrap_or_default();
+        let jobs: BTreeMap<String, usize> = objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.desired.service.as_deref() == Some(service))
+            .filter_map(|(i, o)| match &o.desired.role {
+                Role::Job { task } => Some((task.clone(), i)),
+                _ => None,
+            })
+            .collect();
+        let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut job_steps = Vec::new();
+        for task in &tasks {
+            let mut deps = vec![config];
+            for a in &task.after {
+                deps.extend(task_steps.get(a).into_iter().flatten().copied());
+            }
+            for n in &task.needs {
+                if let Some(h) = healthy.get(n) {
+                    deps.push(*h);
+                }
+            }
+            deps.sort_unstable();
+            deps.dedup();
+            let ends = match jobs.get(&task.name) {
+                Some(&i) => {
+                    let id = push(
+                        StepKind::Job {
+                            task: task.name.clone(),
+                            job: objects[i].desired.reference.clone(),
+                        },
+                        Some(service),
+                        deps,
+                        vec![i],
+                        timeout,
+                    );
+                    job_steps.push(id);
+                    vec![id]
+                }
+                None => deps.into_iter().filter(|d| *d != config).collect(),
+            };
+            task_steps.insert(task.name.clone(), ends);
+        }
+        // Jobs whose task the catalog does not name still run before the workload.
+        for (task, &i) in &jobs {
+            if !tasks.iter().any(|t| &t.name == task) {
+                let id = push(
+                    StepKind::Job {
+                        task: task.clone(),
+                        job: objects[i].desired.reference.clone(),
+                    },
+                    Some(service),
+                    vec![config],
+                    vec![i],
+                    timeout,
+                );
+                job_steps.push(id);
+            }
+        }
+
+        let workloads = idx(&|d| d.role == Role::Workload);
+        let Some(&wl) = workloads.first() else {
+            return Err(PlanError::NoWorkload(service.clone()));
+        };
+        let mut deps = vec![config];
+        deps.extend(job_steps);
+        let apply = push(StepKind::Workload, Some(service), deps, workloads, timeout);
+        let health = push(
+            StepKind::Healthy {
+                workload: objects[wl].desired.reference.clone(),
+            },
+            Some(service),
+            vec![apply],
+            vec![],
+            timeout,
+        );
+        healthy.insert(service.clone(), health);
+    }
+
+    let prune = prune_candidates(&objects, &enabled, observed);
+    let mut all = Vec::new();
+    for o in &objects {
+        all.extend_from_slice(o.desired.hash.as_bytes());
+    }
+    Ok(Plan {
+        namespace,
+        input_hash: hash(&all),
+        objects,
+        steps,
+        prune,
+        services: order,
+    })
+}
+
+/// Owned objects in the namespace that are not desired. For an enabled service, objects that a
+/// recorded generation still points at (older content-named ConfigMaps, Secrets, Jobs) are
+/// kept for rollback, and claims are kept because the StatefulSet controller made them for its
+/// replicas. Release records and objects without a service label are never pruned.
+fn prune_candidates(
+    objects: &[PlannedObject],
+    enabled: &BTreeSet<String>,
+    observed: &Observed,
+) -> Vec<ObjectRef> {
+    let wanted: BTreeSet<&ObjectRef> = objects.iter().map(|o| &o.desired.reference).collect();
+    let referenced = observed.history.referenced_objects();
+    let mut out = Vec::new();
+    for (r, o) in &observed.objects {
+        let labels = &o["metadata"]["labels"];
+        if labels[MANAGED_BY.0] != MANAGED_BY.1 || !labels[RELEASE_LABEL].is_null() {
+            continue;
+        }
+        let Some(service) = labels[SERVICE_LABEL].as_str() else {
+            continue;
+        };
+        if wanted.contains(r) {
+            continue;
+        }
+        if enabled.contains(service)
+            && (r.kind == "PersistentVolumeClaim" || r.kind == "Job" || referenced.contains(r))
+        {
+            continue;
+        }
+        out.push(r.clone());
+    }
+    out
+}
+
+impl Plan {
+    /// The steps `step` still waits on, given which steps are done.
+    pub fn waiting_on(&self, step: usize, done: &[bool]) -> Vec<usize> {
+        self.steps[step]
+            .deps
+            .iter()
+            .copied()
+            .filter(|d| !done.get(*d).copied().unwrap_or(false))
+            .collect()
+    }
+
+    /// Whether a deploy would change nothing (no object created or changed, nothing pruned).
+    pub fn is_noop(&self) -> bool {
+        self.prune.is_empty() && self.objects.iter().all(|o| o.action == Action::Unchanged)
+    }
+
+    /// Indices of the planned objects of a service.
+    pub fn service_objects(&self, service: &str) -> impl Iterator<Item = &PlannedObject> {
+        self.objects
+            .iter()
+            .filter(move |o| o.desired.service.as_deref() == Some(service))
+    }
+}

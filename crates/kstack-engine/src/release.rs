@@ -1,0 +1,300 @@
+//! The release record, kept in the cluster as ConfigMaps in the cloud's namespace so history
+//! survives the machine that ran kstack.
+//!
+//! - `kstack-release` (label `kstack.io/release=index`): the deploy generation (monotonic, one
+//!   more for every deploy that changed something), the input hash, and each service's current
+//!   generation and state.
+//! - `kstack-release-<service>-<generation>` (label `kstack.io/release=service`): one per
+//!   service generation: the hash of every object, the images, the state (healthy/failed), the
+//!   time, the names of the content-named ConfigMaps and Secrets it mounts (kept while the
+//!   record exists) and the manifests of its other objects, so that generation can be applied
+//!   again exactly. No Secret content is stored: Secrets are referenced by name only.
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::cluster::ObjectRef;
+use crate::plan::{MANAGED_BY, Plan};
+
+/// Label marking release records; value `index` or `service`.
+pub const RELEASE_LABEL: &str = "kstack.io/release";
+/// Label naming the service of a service record.
+pub const RELEASE_SERVICE_LABEL: &str = "kstack.io/release-service";
+/// Name of the index ConfigMap.
+pub const INDEX_NAME: &str = "kstack-release";
+
+/// Health of a service generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceState {
+    Healthy,
+    Failed,
+    /// The service was disabled and its objects pruned.
+    Removed,
+}
+
+impl std::fmt::Display for ServiceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ServiceState::Healthy => "healthy",
+            ServiceState::Failed => "failed",
+            ServiceState::Removed => "removed",
+        })
+    }
+}
+
+/// One service generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    pub service: String,
+    pub generation: u64,
+    /// The deploy generation that recorded it.
+    pub deploy_generation: u64,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub state: ServiceState,
+    /// Hash over every object hash of the service.
+    pub config_hash: String,
+    /// `Kind/name` → manifest hash.
+    pub objects: BTreeMap<String, String>,
+    pub images: Vec<String>,
+    /// Content-named ConfigMaps and Secrets the generation uses (by reference).
+    pub config_refs: Vec<ObjectRef>,
+    /// Manifests of the other objects (workload, Service, claims, Jobs), as applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<Value>,
+}
+
+impl ServiceRecord {
+    pub fn config_map_name(&self) -> String {
+        format!("kstack-release-{}-{}", self.service, self.generation)
+    }
+
+    /// Same content and state: writing it again would change nothing.
+    pub fn same_as(&self, other: &ServiceRecord) -> bool {
+        self.generation == other.generation
+            && self.state == other.state
+            && self.objects == other.objects
+    }
+}
+
+/// The index: what the namespace runs now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseIndex {
+    pub generation: u64,
+    pub input_hash: String,
+    pub time: String,
+    pub services: BTreeMap<String, IndexEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub generation: u64,
+    pub state: ServiceState,
+}
+
+/// Every record found in the namespace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReleaseHistory {
+    pub index: Option<ReleaseIndex>,
+    /// Service → generation → record.
+    pub services: BTreeMap<String, BTreeMap<u64, ServiceRecord>>,
+}
+
+/// A record ConfigMap that could not be read back.
+#[derive(Debug, thiserror::Error)]
+#[error("release record ConfigMap {name}: {message}")]
+pub struct RecordError {
+    pub name: String,
+    pub message: String,
+}
+
+impl ReleaseHistory {
+    /// Reads the records out of ConfigMaps (others are ignored).
+    pub fn from_config_maps<'a>(
+        maps: impl IntoIterator<Item = &'a Value>,
+    ) -> Result<ReleaseHistory, RecordError> {
+        let mut h = ReleaseHistory::default();
+        for cm in maps {
+            let name = cm["metadata"]["name"].as_str().unwrap_or_default();
+            let err = |message: String| RecordError {
+                name: name.to_owned(),
+                message,
+            };
+            match cm["metadata"]["labels"][RELEASE_LABEL].as_str() {
+                Some("index") => {
+                    let text = cm["data"]["index.json"]
+                        .as_str()
+                        .ok_or_else(|| err("no index.json".into()))?;
+                    h.index = Some(serde_json::from_str(text).map_err(|e| err(e.to_string()))?);
+                }
+                Some("service") => {
+                    let text = cm["data"]["record.json"]
+                        .as_str()
+                        .ok_or_else(|| err("no record.json".into()))?;
+                    let mut r: ServiceRecord =
+                        serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
+                    if let Some(m) = cm["data"]["manifests.json"].as_str() {
+                        r.manifests = serde_json::from_str(m).map_err(|e| err(e.to_string()))?;
+                    }
+                    h.services
+                        .entry(r.service.clone())
+                        .or_default()
+                        .insert(r.generation, r);
+                }
+                _ => {}
+            }
+        }
+        Ok(h)
+    }
+
+    /// The newest generation of a service.
+    pub fn latest(&self, service: &str) -> Option<&ServiceRecord> {
+        self.services.get(service)?.values().next_back()
+    }
+
+    /// The newest healthy generation of a service.
+    pub fn last_healthy(&self, service: &str) -> Option<&ServiceRecord> {
+        self.services
+            .get(service)?
+            .values()
+            .rev()
+            .find(|r| r.state == ServiceState::Healthy)
+    }
+
+    /// Every object any recorded generation points at (kept by prune).
+    pub fn referenced_objects(&self) -> BTreeSet<ObjectRef> {
+        let mut out = BTreeSet::new();
+        for records in self.services.values() {
+            for r in records.values() {
+                out.extend(r.config_refs.iter().cloned());
+                out.extend(r.manifests.iter().map(ObjectRef::of));
+            }
+        }
+        out
+    }
+
+    /// The deploy generation of the next deploy that changes something.
+    pub fn next_deploy_generation(&self) -> u64 {
+        let recorded = self
+            .services
+            .values()
+            .flat_map(|m| m.values())
+            .map(|r| r.deploy_generation)
+            .max()
+            .unwrap_or(0);
+        self.index
+            .as_ref()
+            .map_or(0, |i| i.generation)
+            .max(recorded)
+            + 1
+    }
+}
+
+fn labels(kind: &str, service: Option<&str>) -> Value {
+    let mut l = json!({ MANAGED_BY.0: MANAGED_BY.1, RELEASE_LABEL: kind, "app.kubernetes.io/part-of": "kstack" });
+    if let Some(s) = service {
+        l[RELEASE_SERVICE_LABEL] = json!(s);
+    }
+    l
+}
+
+/// The ConfigMap holding a service record.
+pub fn record_config_map(namespace: &str, record: &ServiceRecord) -> Value {
+    let manifests = serde_json::to_string(&record.manifests).unwrap_or_default();
+    let mut head = record.clone();
+    head.manifests.clear();
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": record.config_map_name(),
+            "namespace": namespace,
+            "labels": labels("service", Some(&record.service)),
+        },
+        "data": {
+            "record.json": serde_json::to_string_pretty(&head).unwrap_or_default(),
+            "manifests.json": manifests,
+        }
+    })
+}
+
+/// The ConfigMap holding the index.
+pub fn index_config_map(namespace: &str, index: &ReleaseIndex) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": INDEX_NAME,
+            "namespace": namespace,
+            "labels": labels("index", None),
+        },
+        "data": { "index.json": serde_json::to_string_pretty(index).unwrap_or_default() }
+    })
+}
+
+/// The record of a service as planned, in the given state. Its generation is the latest
+/// recorded one if the objects are the same, else one more.
+pub fn service_record(
+    plan: &Plan,
+    history: &ReleaseHistory,
+    service: &str,
+    state: ServiceState,
+    time: &str,
+) -> ServiceRecord {
+    let mut objects = BTreeMap::new();
+    let mut config_refs = Vec::new();
+    let mut manifests = Vec::new();
+    let mut images = BTreeSet::new();
+    for o in plan.service_objects(service) {
+        let d = &o.desired;
+        objects.insert(d.reference.to_string(), d.hash.clone());
+        if d.reference.kind == "ConfigMap" || d.reference.kind == "Secret" {
+            config_refs.push(d.reference.clone());
+        } else {
+            manifests.push(d.manifest.clone());
+        }
+        collect_images(&d.manifest, &mut images);
+    }
+    let mut all = Vec::new();
+    for (k, v) in &objects {
+        all.extend_from_slice(k.as_bytes());
+        all.extend_from_slice(v.as_bytes());
+    }
+    let generation = match history.latest(service) {
+        Some(r) if r.objects == objects => r.generation,
+        Some(r) => r.generation + 1,
+        None => 1,
+    };
+    ServiceRecord {
+        service: service.to_owned(),
+        generation,
+        deploy_generation: history.next_deploy_generation(),
+        time: time.to_owned(),
+        state,
+        config_hash: crate::plan::hash(&all),
+        objects,
+        images: images.into_iter().collect(),
+        config_refs,
+        manifests,
+    }
+}
+
+fn collect_images(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == "image" {
+                    if let Some(s) = x.as_str() {
+                        out.insert(s.to_owned());
+                    }
+                } else {
+                    collect_images(x, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_images(x, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,411 @@
+//! Planner and executor against the in-memory cluster, with tokio's clock paused so delays
+//! cost no real time and elapsed time measures parallelism exactly.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kstack_config::Config;
+use kstack_engine::fake::{Behaviour, FakeCluster};
+use kstack_engine::plan::{MANAGED_BY, SERVICE_LABEL};
+use kstack_engine::{Cluster, ObjectRef, Options, Report, ServiceState, StepKind, Timeouts};
+use kstack_model::globals::Globals;
+use kstack_render::{Rendered, kubernetes};
+use serde_json::json;
+use tokio::time::Instant;
+
+fn config(globals: Globals) -> Config {
+    kstack_config::testing::config(globals, &[])
+}
+
+fn rendered(config: &Config) -> Rendered {
+    kubernetes::render(config).unwrap()
+}
+
+async fn run(
+    fake: &FakeCluster,
+    config: &Config,
+    serial: bool,
+    timeouts: &Timeouts,
+) -> (kstack_engine::Plan, Report) {
+    let rendered = rendered(config);
+    let ns = config.globals.kubernetes_namespace.clone();
+    let cluster_scoped = vec![ObjectRef::new("Namespace", None, &ns)];
+    let observed = kstack_engine::observe(fake, &ns, &cluster_scoped)
+        .await
+        .unwrap();
+    let plan = kstack_engine::plan(&rendered, &config.catalog, &observed, timeouts).unwrap();
+    let options = Options {
+        serial,
+        now: "2026-01-01T00:00:00Z".into(),
+    };
+    let report = kstack_engine::deploy(
+        fake,
+        &plan,
+        &observed,
+        &options,
+        &|_: &kstack_engine::Event| {},
+    )
+    .await
+    .unwrap();
+    (plan, report)
+}
+
+fn first(log: &[kstack_engine::fake::LogEntry], what: &str) -> Option<Duration> {
+    log.iter().find(|e| e.what == what).map(|e| e.at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_cloud_deploys_in_dependency_order() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    for s in cfg.enabled.iter() {
+        fake.set_behaviour(s, Behaviour::ReadyAfter(Duration::from_secs(5)));
+    }
+    let (plan, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    assert!(report.succeeded(), "{:#?}", report.failures);
+    assert!(report.not_started.is_empty());
+    let log = fake.log();
+    // Every service's first write comes after each of its dependencies became ready, and its
+    // Jobs are done before its workload is applied.
+    for service in &plan.services {
+        let deps = &cfg.catalog.services[service].depends_on;
+        let objects: Vec<_> = plan.service_objects(service).collect();
+        let first_write = objects
+            .iter()
+            .filter_map(|o| first(&log, &format!("apply {}", o.desired.reference)))
+            .min()
+            .unwrap();
+        for d in deps.iter().filter(|d| cfg.enabled.contains(*d)) {
+            let wl = plan
+                .service_objects(d)
+                .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
+                .unwrap();
+            let ready = first(&log, &format!("ready {}", wl.desired.reference)).unwrap();
+            assert!(
+                ready <= first_write,
+                "{service} started before {d} was ready"
+            );
+        }
+        let wl = objects
+            .iter()
+            .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
+            .unwrap();
+        let wl_apply = first(&log, &format!("apply {}", wl.desired.reference)).unwrap();
+        for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
+            let done = first(&log, &format!("ready {}", o.desired.reference)).unwrap();
+            assert!(
+                done <= wl_apply,
+                "{service}: workload applied before its Job finished"
+            );
+        }
+    }
+    // Records: one generation per service, healthy, and the index at generation 1.
+    let h = kstack_engine::observe(&fake, "openstack", &[])
+        .await
+        .unwrap()
+        .history;
+    assert_eq!(h.index.as_ref().unwrap().generation, 1);
+    for s in &plan.services {
+        let r = h.latest(s).unwrap();
+        assert_eq!((r.generation, r.state), (1, ServiceState::Healthy), "{s}");
+        assert!(!r.images.is_empty());
+    }
+    assert_eq!(report.generation, 1);
+}
+
+/// Longest path through the step graph when every wait of a service takes `delay[service]`.
+fn step_critical_path(plan: &kstack_engine::Plan, delay: &BTreeMap<String, Duration>) -> Duration {
+    let mut finish = vec![Duration::ZERO; plan.steps.len()];
+    for s in &plan.steps {
+        // Steps are numbered in a topological order by construction.
+        let start = s.deps.iter().map(|d| finish[*d]).max().unwrap_or_default();
+        let own = match s.kind {
+            StepKind::Job { .. } | StepKind::Healthy { .. } => delay[s.service.as_ref().unwrap()],
+            _ => Duration::ZERO,
+        };
+        finish[s.id] = start + own;
+    }
+    finish.into_iter().max().unwrap_or_default()
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallel_deploy_takes_the_critical_path_and_serial_the_sum() {
+    let cfg = config(Globals::default());
+    let mut delay = BTreeMap::new();
+    for (i, s) in cfg.enabled.iter().enumerate() {
+        delay.insert(s.clone(), Duration::from_secs(2 + (i as u64 % 5)));
+    }
+    let mut elapsed = Vec::new();
+    let mut plan = None;
+    for serial in [false, true] {
+        let fake = FakeCluster::new();
+        for (s, d) in &delay {
+            fake.set_behaviour(s, Behaviour::ReadyAfter(*d));
+        }
+        let start = Instant::now();
+        let (p, report) = run(&fake, &cfg, serial, &Timeouts::default()).await;
+        assert!(report.succeeded());
+        elapsed.push(start.elapsed());
+        if serial {
+            assert_eq!(fake.max_concurrent_waits(), 1);
+        } else {
+            assert!(fake.max_concurrent_waits() > 1);
+        }
+        plan = Some(p);
+    }
+    let plan = plan.unwrap();
+    let critical = step_critical_path(&plan, &delay);
+    let sum: Duration = plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Job { .. } | StepKind::Healthy { .. }))
+        .map(|s| delay[s.service.as_ref().unwrap()])
+        .sum();
+    assert_eq!(
+        elapsed[0], critical,
+        "parallel deploy is as fast as the graph allows"
+    );
+    assert_eq!(elapsed[1], sum, "serial deploy runs one wait at a time");
+    assert!(elapsed[0] < elapsed[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_deploy_of_unchanged_input_writes_nothing() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    let (_, first) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    assert!(first.succeeded() && first.writes > 0);
+    let writes = fake.writes();
+    let (plan, second) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    assert!(
+        plan.is_noop(),
+        "plan: {:?}",
+        plan.objects
+            .iter()
+            .filter(|o| o.action != kstack_engine::Action::Unchanged)
+            .map(|o| o.desired.reference.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(second.succeeded());
+    assert_eq!(second.writes, 0);
+    assert_eq!(fake.writes(), writes);
+    assert_eq!(second.generation, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    fake.set_behaviour("keystone", Behaviour::NeverReady);
+    let mut timeouts = Timeouts::default();
+    timeouts
+        .per_service
+        .insert("keystone".into(), Duration::from_secs(30));
+    let start = Instant::now();
+    let (plan, report) = run(&fake, &cfg, false, &timeouts).await;
+    assert!(!report.succeeded());
+    assert_eq!(report.failures.len(), 1);
+    let f = &report.failures[0];
+    assert_eq!(f.service.as_deref(), Some("keystone"));
+    let message = f.to_string();
+    assert!(message.contains("keystone: healthy"), "{message}");
+    assert!(message.contains("rollout complete"), "{message}");
+    assert!(message.contains("timed out after 30s"), "{message}");
+    assert!(message.contains("ContainersNotReady"), "{message}");
+    assert!(message.contains("Readiness probe failed"), "{message}");
+    // The per-service timeout applied, not the default.
+    assert!(start.elapsed() < Duration::from_secs(600));
+    // Every service depending on keystone, directly or not, was not started: nothing of it
+    // exists in the cluster.
+    for dependent in [
+        "glance-api",
+        "nova-api",
+        "nova-compute",
+        "neutron-server",
+        "horizon",
+    ] {
+        assert!(
+            report
+                .not_started
+                .iter()
+                .any(|s| s == &format!("{dependent}: config")),
+            "{dependent} not listed: {:?}",
+            report.not_started
+        );
+        assert!(
+            !fake
+                .objects()
+                .iter()
+                .any(|r| fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == dependent),
+            "{dependent} has objects in the cluster"
+        );
+    }
+    // Services that do not depend on keystone were deployed all the same.
+    assert!(
+        report
+            .done
+            .iter()
+            .any(|s| s == "openvswitch-db-server: healthy")
+    );
+    // Keystone's generation is recorded as failed; nothing was pruned.
+    let h = kstack_engine::observe(&fake, "openstack", &[])
+        .await
+        .unwrap()
+        .history;
+    assert_eq!(h.latest("keystone").unwrap().state, ServiceState::Failed);
+    assert!(report.pruned.is_empty());
+    assert!(plan.services.contains(&"keystone".to_owned()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_job_names_the_reason() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    fake.set_behaviour("mariadb", Behaviour::JobFails);
+    let (_, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let f = &report.failures[0];
+    assert_eq!(f.service.as_deref(), Some("mariadb"));
+    assert!(f.to_string().contains("BackoffLimitExceeded"), "{f}");
+    assert!(report.not_started.iter().any(|s| s == "mariadb: workload"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deploy_interrupted_at_any_write_converges_and_runs_each_job_once() {
+    let cfg = config(Globals::default());
+    let total = {
+        let fake = FakeCluster::new();
+        run(&fake, &cfg, false, &Timeouts::default()).await;
+        fake.writes()
+    };
+    for crash_at in (1..total).step_by(7) {
+        let fake = FakeCluster::new();
+        for s in cfg.enabled.iter() {
+            fake.set_behaviour(s, Behaviour::ReadyAfter(Duration::from_secs(1)));
+        }
+        fake.crash_after_writes(Some(crash_at));
+        let rendered = rendered(&cfg);
+        let observed = kstack_engine::observe(&fake, "openstack", &[])
+            .await
+            .unwrap();
+        let plan =
+            kstack_engine::plan(&rendered, &cfg.catalog, &observed, &Timeouts::default()).unwrap();
+        let crashed = kstack_engine::deploy(
+            &fake,
+            &plan,
+            &observed,
+            &Options::default(),
+            &|_: &kstack_engine::Event| {},
+        )
+        .await;
+        assert!(crashed.is_err() || !crashed.unwrap().succeeded());
+        fake.crash_after_writes(None);
+        let (_, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+        assert!(
+            report.succeeded(),
+            "crash at {crash_at}: {:#?}",
+            report.failures
+        );
+        let (again, noop) = run(&fake, &cfg, false, &Timeouts::default()).await;
+        assert!(
+            again.is_noop() && noop.writes == 0,
+            "crash at {crash_at}: not converged"
+        );
+        let mut job_creates: BTreeMap<String, u32> = BTreeMap::new();
+        for e in fake.log() {
+            if let Some(job) = e.what.strip_prefix("apply Job/") {
+                *job_creates.entry(job.to_owned()).or_default() += 1;
+            }
+        }
+        assert!(!job_creates.is_empty());
+        assert!(
+            job_creates.values().all(|n| *n == 1),
+            "crash at {crash_at}: {job_creates:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_changed_service_gets_a_new_generation_and_only_it_is_written() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    run(&fake, &cfg, false, &Timeouts::default()).await;
+    let mut globals = Globals::default();
+    globals.replicas.insert("keystone".into(), 2);
+    let changed = config(globals);
+    let before = fake.log().len();
+    let (plan, report) = run(&fake, &changed, false, &Timeouts::default()).await;
+    assert!(report.succeeded());
+    let writes: Vec<String> = fake.log()[before..]
+        .iter()
+        .filter(|e| e.what.starts_with("apply ") || e.what.starts_with("delete "))
+        .map(|e| e.what.clone())
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "apply Deployment/keystone",
+            "apply ConfigMap/kstack-release-keystone-2",
+            "apply ConfigMap/kstack-release"
+        ],
+        "only keystone's workload and its records are written"
+    );
+    let h = kstack_engine::observe(&fake, "openstack", &[])
+        .await
+        .unwrap()
+        .history;
+    assert_eq!(h.latest("keystone").unwrap().generation, 2);
+    assert_eq!(h.latest("glance-api").unwrap().generation, 1);
+    assert_eq!(h.index.unwrap().generation, 2);
+    assert_eq!(report.generation, 2);
+    assert!(plan.prune.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disabled_service_is_pruned_and_nothing_kstack_does_not_own() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    run(&fake, &cfg, false, &Timeouts::default()).await;
+    // Someone else's object that happens to carry horizon's name label.
+    fake.insert(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "not-ours", "namespace": "openstack", "labels": {SERVICE_LABEL: "horizon"}},
+    }));
+    let horizon: Vec<ObjectRef> = fake
+        .objects()
+        .into_iter()
+        .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][MANAGED_BY.0] == MANAGED_BY.1)
+        .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == "horizon")
+        .collect();
+    assert!(horizon.iter().any(|r| r.kind == "Deployment"));
+    let vars = json!({"enable_horizon": "no"}).as_object().unwrap().clone();
+    let globals = Globals::from_vars(&vars.into_iter().collect()).unwrap();
+    let cfg2 = config(globals);
+    assert!(!cfg2.enabled.contains("horizon"));
+    let (plan, report) = run(&fake, &cfg2, false, &Timeouts::default()).await;
+    assert!(report.succeeded());
+    let mut pruned = report.pruned.clone();
+    pruned.sort();
+    let mut expected = horizon.clone();
+    expected.sort();
+    assert_eq!(pruned, expected);
+    assert_eq!(plan.prune.len(), expected.len());
+    for r in &horizon {
+        assert!(fake.object(r).is_none(), "{r} still exists");
+    }
+    assert!(
+        fake.object(&ObjectRef::new("ConfigMap", Some("openstack"), "not-ours"))
+            .is_some()
+    );
+    let h = kstack_engine::observe(&fake, "openstack", &[])
+        .await
+        .unwrap()
+        .history;
+    assert_eq!(
+        h.index.unwrap().services["horizon"].state,
+        ServiceState::Removed
+    );
+    // Horizon's history stays.
+    assert!(h.services.contains_key("horizon"));
+    let _ = fake
+        .get(&ObjectRef::new("Namespace", None, "openstack"))
+        .await;
+}
