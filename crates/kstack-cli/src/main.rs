@@ -4,7 +4,8 @@
 //! - 0: success;
 //! - 1: the command failed for another reason (IO, cluster, network; the message says why);
 //! - 2: bad usage (clap) or bad input files: globals.yml, passwords.yml, catalog.yml, a
-//!   `--catalog` file. Commands return [`cmd::InputError`] (or exit code 2 directly) for those.
+//!   `--catalog` file. Commands return [`cmd::InputError`] (or exit code 2 directly) for those;
+//! - 3: `kstack deploy --target compose` wrote its files but found no Docker engine.
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod catalog;
+pub mod compose;
 pub mod config;
 pub mod dev;
 pub mod inventory;
@@ -27,6 +28,8 @@ pub enum Command {
     Inventory(inventory::InventoryCommand),
     /// Render the Kubernetes objects of a config directory (no cluster needed).
     Template(template::Args),
+    /// Deploy the cloud (this build: `--target compose`, one node with Docker Compose).
+    Deploy(compose::DeployArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -36,5 +39,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Catalog(command) => catalog::run(command),
         Command::Inventory(command) => inventory::run(command),
         Command::Template(args) => template::run(args),
+        Command::Deploy(args) => compose::run_deploy(args),
     }
 }

@@ -23,9 +23,16 @@ pub struct Args {
     /// file per object into (created if missing).
     #[arg(short, long, default_value = "yaml", value_name = "yaml|json|DIR")]
     pub output: String,
+    /// `compose`: one node without Kubernetes; a DIR gets compose.yaml and config/.
+    #[arg(long, value_enum, default_value_t)]
+    pub target: super::compose::TargetArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.target == super::compose::TargetArg::Compose {
+        let dir = &args.config.config_dir;
+        return super::compose::template(dir, args.service.as_deref(), &args.output);
+    }
     let loaded = fs::load_dir(&args.config.config_dir)?;
     for d in &loaded.diagnostics {
         eprintln!("{:?}", miette::Report::new(d.clone()));
@@ -102,6 +109,7 @@ mod tests {
             },
             service: None,
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
+            target: Default::default(),
         })
         .unwrap();
         assert_eq!(code, ExitCode::from(2));
