@@ -134,6 +134,38 @@ fn deploy_without_docker_writes_the_files_and_exits_3() {
     );
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(Path::new(&d).join("compose/compose.yaml").is_file());
+
+    // An engine that answers: `docker compose -f DIR/compose.yaml up -d` runs, and its failure
+    // is the command's failure.
+    let fake = tmp.path().join("fake-docker");
+    std::fs::create_dir(&fake).unwrap();
+    let log = tmp.path().join("docker.log");
+    for (rc, want) in [(0, 0), (1, 1)] {
+        let script = format!(
+            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$1\" in info) exit 0;; compose) exit {rc};; esac\nexit 9\n",
+            log.display()
+        );
+        let bin = fake.join("docker");
+        std::fs::write(&bin, script).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = kstack(
+            &[
+                "deploy",
+                "--target",
+                "compose",
+                "--config-dir",
+                &d,
+                "-o",
+                out_dir.to_str().unwrap(),
+            ],
+            Some(fake.to_str().unwrap()),
+        );
+        assert_eq!(out.status.code(), Some(want), "{}", text(&out.stderr));
+    }
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let up = format!("compose -f {}/compose.yaml up -d", out_dir.display());
+    assert_eq!(calls, format!("info\n{up}\ninfo\n{up}\n"));
 }
 
 #[test]
