@@ -12,6 +12,10 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== unit, snapshot and CLI tests"
 cargo test --workspace --exclude kstack-e2e
 
+echo "== Compose target output against the Compose specification schema"
+cargo build -q --bin kstack
+bash hack/compose-validate.sh
+
 echo "== local control plane failure behaviour"
 bash hack/test-devcluster-failures.sh
 

@@ -7,7 +7,8 @@
 //!   `--catalog` file. Commands return [`cmd::InputError`] (or exit code 2 directly) for those;
 //! - 3: `kstack deploy`: a step failed (a Job failed, a service did not become healthy in time);
 //!   the report on stderr names the service, the condition, what the pods say and what did not
-//!   start.
+//!   start. `kstack deploy --target compose`: the files were written but no Docker engine
+//!   answered.
 use std::process::ExitCode;
 
 use clap::Parser;

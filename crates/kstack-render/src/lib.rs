@@ -15,6 +15,7 @@ use kstack_k8s::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBindi
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
+pub mod compose;
 pub mod files;
 pub mod kubernetes;
 pub mod rbac;

@@ -44,7 +44,7 @@ pub enum DeployCommand {
     /// Deploy the cloud: apply config, run bootstrap Jobs and roll out every enabled service in
     /// dependency order, each step gated on real health; prune disabled services.
     #[command(
-        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start)."
+        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start);\n--target compose: 3 the files were written but no Docker engine answered."
     )]
     Deploy(DeployArgs),
     /// Show what `kstack deploy` would create, change, leave and prune (changes nothing).
@@ -63,6 +63,12 @@ pub enum DeployCommand {
 pub struct DeployArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Where to deploy: the Kubernetes cluster, or this node with Docker Compose.
+    #[arg(long = "target", value_enum, default_value_t)]
+    pub to: super::compose::TargetArg,
+    /// Compose target: the directory for compose.yaml and config/ (default: <config-dir>/compose).
+    #[arg(long, value_name = "DIR")]
+    pub compose_dir: Option<std::path::PathBuf>,
     /// Run one step at a time (for comparison with the parallel run).
     #[arg(long)]
     pub serial: bool,
@@ -95,6 +101,11 @@ pub struct StatusArgs {
 }
 
 pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
+    if let DeployCommand::Deploy(a) = &command
+        && a.to == super::compose::TargetArg::Compose
+    {
+        return super::compose::deploy(&a.target.config.config_dir, a.compose_dir.as_deref());
+    }
     let target = match &command {
         DeployCommand::Deploy(a) => &a.target,
         DeployCommand::Plan(a) => &a.target,

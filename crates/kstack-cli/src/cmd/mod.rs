@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod catalog;
+pub mod compose;
 pub mod config;
 pub mod deploy;
 pub mod dev;

@@ -32,9 +32,16 @@ pub struct Args {
     /// `kstack deploy` needs to run in the cloud's namespace.
     #[arg(long, conflicts_with_all = ["service", "config_files"])]
     pub rbac: bool,
+    /// `compose`: one node without Kubernetes; a DIR gets compose.yaml and config/.
+    #[arg(long, value_enum, default_value_t)]
+    pub target: super::compose::TargetArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.target == super::compose::TargetArg::Compose {
+        let dir = &args.config.config_dir;
+        return super::compose::template(dir, args.service.as_deref(), &args.output);
+    }
     let loaded = fs::load_dir(&args.config.config_dir)?;
     for d in &loaded.diagnostics {
         eprintln!("{:?}", miette::Report::new(d.clone()));
@@ -157,6 +164,7 @@ mod tests {
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
             config_files: None,
             rbac: false,
+            target: Default::default(),
         })
         .unwrap();
         assert_eq!(code, ExitCode::from(2));

@@ -1,0 +1,265 @@
+//! The single-node Compose target of `kstack template` and `kstack deploy`: writing
+//! `compose.yaml` and the config directories, and running `docker compose up -d`.
+//!
+//! Exit codes: 0 done; 1 IO failure or `docker compose` failed; 2 invalid config (the same
+//! diagnostics as the Kubernetes target) or an option the Compose target does not take;
+//! [`NO_DOCKER`] (3) `kstack deploy --target compose` wrote the files but found no Docker engine.
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::Context as _;
+use kstack_config::{Config, fs};
+use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, ComposeError, HEADER};
+
+/// Exit code of `kstack deploy --target compose` when no Docker engine answers `docker info`.
+pub const NO_DOCKER: u8 = 3;
+
+/// Where the rendered cloud runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TargetArg {
+    /// Kubernetes objects.
+    #[default]
+    Kubernetes,
+    /// One node without Kubernetes: a Compose file and the containers' config directories.
+    Compose,
+}
+
+/// `kstack template --target compose`: `output` is `yaml`, `json` or a directory.
+pub fn template(
+    config_dir: &Path,
+    service: Option<&str>,
+    output: &str,
+) -> anyhow::Result<ExitCode> {
+    if service.is_some() {
+        eprintln!(
+            "error: --service is not supported with --target compose: the Compose file needs every service its dependencies name"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let Some(config) = load(config_dir)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let bundle = render(&config)?;
+    match output {
+        "yaml" => {
+            write_stdout(&bundle.to_yaml())?;
+            eprintln!(
+                "note: only compose.yaml was printed; the config files it mounts are written with `-o DIR`"
+            );
+        }
+        "json" => {
+            write_stdout(&bundle.to_json())?;
+            eprintln!(
+                "note: only the Compose file was printed; the config files it mounts are written with `-o DIR`"
+            );
+        }
+        dir => {
+            write_bundle(&bundle, Path::new(dir))?;
+            eprintln!(
+                "wrote {} and {} config directories to {dir}",
+                COMPOSE_FILE,
+                bundle.config_dirs.len()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kstack deploy --target compose`.
+pub fn deploy(config_dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let Some(config) = load(config_dir)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let bundle = render(&config)?;
+    let dir = output.map_or_else(|| config_dir.join("compose"), Path::to_path_buf);
+    write_bundle(&bundle, &dir)?;
+    let file = dir.join(COMPOSE_FILE);
+    eprintln!("wrote {}", file.display());
+    let up = format!("docker compose -f {} up -d", file.display());
+    if !docker_answers() {
+        eprintln!(
+            "error: no Docker engine answered `docker info`; nothing was started.\n\
+             Start Docker (e.g. `systemctl start docker`), then run:\n  {up}"
+        );
+        return Ok(ExitCode::from(NO_DOCKER));
+    }
+    eprintln!("running: {up}");
+    let status = Command::new("docker")
+        .args(["compose", "-f"])
+        .arg(&file)
+        .args(["up", "-d"])
+        .status()
+        .context("running docker compose")?;
+    if status.success() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("error: `{up}` failed ({status})");
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Renders; a catalog the Compose target cannot map (a name clash, a task naming no container,
+/// an empty password a task needs) is bad input (exit 2), like an invalid config.
+fn render(config: &Config) -> anyhow::Result<ComposeBundle> {
+    compose::render(config).map_err(|e| match e {
+        ComposeError::Render(e) => anyhow::Error::new(e),
+        other => super::InputError(other.to_string()).into(),
+    })
+}
+
+/// Whether a Docker engine answers (`docker info` exits 0). No docker binary counts as no.
+fn docker_answers() -> bool {
+    Command::new("docker")
+        .arg("info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Loads the config directory and prints its diagnostics exactly as the Kubernetes target does;
+/// `None` when it is invalid.
+fn load(config_dir: &Path) -> anyhow::Result<Option<Config>> {
+    let loaded = fs::load_dir(config_dir)?;
+    for d in &loaded.diagnostics {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+    let config = loaded
+        .config
+        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()));
+    if config.is_none() {
+        eprintln!("{}: invalid config, nothing rendered", config_dir.display());
+    }
+    Ok(config)
+}
+
+/// Writes `dir/compose.yaml` and `dir/config/<path>/<file>`: secret files mode 0600, the others
+/// 0644. A `config/` left by an earlier kstack render is replaced whole, so a disabled service's
+/// files (and passwords) do not linger.
+pub fn write_bundle(bundle: &ComposeBundle, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let compose_path = dir.join(COMPOSE_FILE);
+    let config_root = dir.join(CONFIG_DIR);
+    let ours = std::fs::read_to_string(&compose_path).is_ok_and(|s| s.starts_with(HEADER));
+    if ours && config_root.exists() {
+        std::fs::remove_dir_all(&config_root)
+            .with_context(|| format!("removing the old {}", config_root.display()))?;
+    }
+    for d in &bundle.config_dirs {
+        let path = config_root.join(&d.path);
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        for f in &d.files {
+            write_file(
+                &path.join(&f.name),
+                f.content.as_bytes(),
+                if f.secret { 0o600 } else { 0o644 },
+            )?;
+        }
+    }
+    write_file(&compose_path, bundle.to_yaml().as_bytes(), 0o644)
+}
+
+/// Creates or replaces a file with exactly `mode`: a secret is never readable by others, not
+/// even between creation and a later chmod.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // An existing file keeps its old mode on open: set it explicitly.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstack_model::catalog::Catalog;
+    use kstack_model::globals::Globals;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn config() -> Config {
+        use kstack_config::passwords::{KNOWN_KEYS, Passwords, Secret};
+        // Plain values only: RSA key generation would dominate the test time.
+        let entries = KNOWN_KEYS
+            .iter()
+            .flat_map(|(_, keys)| keys.iter())
+            .map(|k| ((*k).to_owned(), Secret::Value(format!("{k}-Xq9v"))))
+            .collect();
+        let passwords = Passwords { entries };
+        Config::from_parts(
+            Globals::default(),
+            passwords,
+            Default::default(),
+            Catalog::builtin().unwrap(),
+        )
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn files_are_written_with_their_modes_and_stale_ones_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bundle = compose::render(&config()).unwrap();
+        // Left over from an earlier render of a service that is now disabled.
+        let stale = tmp.path().join("config/cinder-api/cinder-api");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("config.json"), "{}").unwrap();
+        std::fs::write(tmp.path().join(COMPOSE_FILE), HEADER).unwrap();
+
+        write_bundle(&bundle, tmp.path()).unwrap();
+        assert!(!stale.exists(), "a disabled service's files are removed");
+        let compose_yaml = std::fs::read_to_string(tmp.path().join(COMPOSE_FILE)).unwrap();
+        assert_eq!(compose_yaml, bundle.to_yaml());
+        let mut secrets = 0;
+        for d in &bundle.config_dirs {
+            for f in &d.files {
+                let p = tmp.path().join(CONFIG_DIR).join(&d.path).join(&f.name);
+                assert_eq!(std::fs::read_to_string(&p).unwrap(), f.content);
+                let want = if f.secret { 0o600 } else { 0o644 };
+                assert_eq!(mode(&p), want, "{}", p.display());
+                secrets += usize::from(f.secret);
+            }
+        }
+        assert!(secrets > 0, "the task files holding passwords are secret");
+        assert_eq!(
+            mode(
+                &tmp.path()
+                    .join("config/keystone/tasks/db-create/client.cnf")
+            ),
+            0o600
+        );
+        assert_eq!(
+            mode(&tmp.path().join("config/keystone/keystone/config.json")),
+            0o644
+        );
+    }
+
+    #[test]
+    fn an_unrelated_config_dir_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mine = tmp.path().join("config/notes.txt");
+        std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
+        std::fs::write(&mine, "keep").unwrap();
+        write_bundle(&compose::render(&config()).unwrap(), tmp.path()).unwrap();
+        assert_eq!(std::fs::read_to_string(&mine).unwrap(), "keep");
+    }
+}

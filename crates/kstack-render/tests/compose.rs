@@ -1,0 +1,576 @@
+//! The default cloud on the single-node Compose target: snapshot, determinism, no secrets, and
+//! equivalence with the Kubernetes target (same services, images, config, dependencies).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kstack_config::Config;
+use kstack_config::passwords::{self, Passwords, Secret};
+use kstack_k8s::api::core::v1::{Container, PodSpec, Volume};
+use kstack_model::catalog::Catalog;
+use kstack_model::globals::Globals;
+use kstack_render::compose::{
+    self, ComposeBundle, ComposeError, ComposeFile, ComposeService, Condition, MountKind,
+};
+use kstack_render::{Object, Rendered, kubernetes};
+
+/// Every known plain password set to a distinct value (no SSH keys: generating RSA keys would
+/// dominate the test time, and the Compose target uses none).
+fn test_passwords() -> Passwords {
+    let entries = passwords::KNOWN_KEYS
+        .iter()
+        .flat_map(|(_, keys)| keys.iter())
+        .enumerate()
+        .map(|(i, k)| {
+            (
+                (*k).to_owned(),
+                Secret::Value(format!("Pw{i:03}x8mQ2rT5vK9wZ1nB4cD7")),
+            )
+        })
+        .collect();
+    Passwords { entries }
+}
+
+fn config_with(catalog: Catalog, globals: Globals) -> Config {
+    Config::from_parts(globals, test_passwords(), Default::default(), catalog)
+}
+
+fn default_config() -> Config {
+    config_with(Catalog::builtin().unwrap(), Globals::default())
+}
+
+fn service<'a>(b: &'a ComposeBundle, name: &str) -> &'a ComposeService {
+    b.file
+        .services
+        .get(name)
+        .unwrap_or_else(|| panic!("no Compose service {name}"))
+}
+
+fn condition(s: &ComposeService, on: &str) -> Option<Condition> {
+    s.depends_on.get(on).map(|d| d.condition)
+}
+
+#[test]
+fn default_cloud_snapshot() {
+    let b = compose::render(&default_config()).unwrap();
+    insta::assert_snapshot!("default_cloud_compose", b.to_yaml());
+}
+
+#[test]
+fn rendering_twice_gives_the_same_bytes_and_the_yaml_reads_back() {
+    let config = default_config();
+    let a = compose::render(&config).unwrap();
+    let b = compose::render(&config).unwrap();
+    assert_eq!(a.to_yaml(), b.to_yaml());
+    assert_eq!(a.config_dirs, b.config_dirs);
+    let back: ComposeFile = serde_saphyr::from_str(&a.to_yaml()).unwrap();
+    assert_eq!(back, a.file, "e.g. `restart: \"no\"` stays a string");
+    assert!(a.to_yaml().contains("restart: \"no\"") || a.to_yaml().contains("restart: 'no'"));
+}
+
+#[test]
+fn no_password_is_in_the_compose_file_and_every_file_holding_one_is_secret() {
+    let config = default_config();
+    let secrets: Vec<&str> = config
+        .passwords
+        .entries
+        .keys()
+        .filter_map(|k| config.passwords.get(k))
+        .collect();
+    assert!(secrets.len() > 20);
+    let b = compose::render(&config).unwrap();
+    let yaml = b.to_yaml();
+    for s in &secrets {
+        assert!(!yaml.contains(s), "a password is in compose.yaml");
+        assert!(!b.to_json().contains(s), "a password is in the JSON form");
+    }
+    let mut found = BTreeSet::new();
+    for d in &b.config_dirs {
+        for f in &d.files {
+            for s in &secrets {
+                if f.content.contains(s) {
+                    assert!(
+                        f.secret,
+                        "{}/{} holds a password but is not secret",
+                        d.path, f.name
+                    );
+                    found.insert(*s);
+                }
+            }
+        }
+    }
+    let pw = |k: &str| config.passwords.get(k).unwrap();
+    for key in [
+        "database_password",
+        "keystone_database_password",
+        "nova_api_database_password",
+        "keystone_admin_password",
+        "glance_keystone_password",
+    ] {
+        assert!(
+            found.contains(pw(key)),
+            "{key} reaches its task through a secret file"
+        );
+    }
+}
+
+#[test]
+fn a_missing_task_password_is_an_error_naming_the_key_not_a_value() {
+    let mut config = default_config();
+    config.passwords.entries.remove("glance_database_password");
+    let err = compose::render(&config).unwrap_err();
+    assert_eq!(
+        err,
+        ComposeError::MissingPassword {
+            service: "glance-api".into(),
+            task: "db-create".into(),
+            key: "glance_database_password".into(),
+        }
+    );
+    assert!(err.to_string().contains("kstack genpwd"), "{err}");
+}
+
+#[test]
+fn privileges_only_where_the_catalog_says_and_every_container_on_the_host_network() {
+    let config = default_config();
+    let b = compose::render(&config).unwrap();
+    for (name, s) in &b.file.services {
+        assert_eq!(s.network_mode, "host", "{name}");
+        let owner = &s.labels[kubernetes::NAME_LABEL];
+        let generated = s.volumes.len() == 1 && s.volumes[0].source.contains("/tasks/");
+        let p = if generated {
+            Default::default()
+        } else {
+            config.catalog.services[owner].privileges.clone()
+        };
+        assert_eq!(s.privileged, p.privileged, "{name}");
+        assert_eq!(s.pid.as_deref() == Some("host"), p.host_pid, "{name}");
+        assert_eq!(s.ipc.as_deref() == Some("host"), p.host_ipc, "{name}");
+    }
+    assert!(service(&b, "nova-libvirt").privileged);
+    assert_eq!(service(&b, "nova-libvirt").pid.as_deref(), Some("host"));
+    assert!(!service(&b, "keystone").privileged);
+}
+
+#[test]
+fn health_checks_use_the_kolla_scripts_with_kolla_ansible_timings() {
+    let b = compose::render(&default_config()).unwrap();
+    let k = service(&b, "keystone").healthcheck.clone().unwrap();
+    assert_eq!(
+        k.test,
+        ["CMD", "healthcheck_curl", "http://127.0.0.1:5000/"]
+    );
+    assert_eq!(
+        (
+            k.interval.as_str(),
+            k.timeout.as_str(),
+            k.retries,
+            k.start_period.as_str()
+        ),
+        ("30s", "30s", 3, "5s")
+    );
+    let m = service(&b, "memcached").healthcheck.clone().unwrap();
+    assert_eq!(m.test, ["CMD", "healthcheck_listen", "memcached", "11211"]);
+
+    // The node address comes from kolla_internal_vip_address when set.
+    let g = Globals::from_vars(
+        &[(
+            "kolla_internal_vip_address".to_owned(),
+            serde_json::json!("10.0.0.5"),
+        )]
+        .into_iter()
+        .collect(),
+    )
+    .unwrap();
+    let b = compose::render(&config_with(Catalog::builtin().unwrap(), g)).unwrap();
+    let test = &service(&b, "glance-api").healthcheck.as_ref().unwrap().test;
+    assert_eq!(test[2], "http://10.0.0.5:9292/");
+}
+
+#[test]
+fn bootstrap_tasks_are_one_shot_services_the_service_waits_for() {
+    let b = compose::render(&default_config()).unwrap();
+    let keystone = service(&b, "keystone");
+    assert_eq!(keystone.restart, "always");
+    for task in ["db-create", "db-sync", "fernet-setup", "keystone-bootstrap"] {
+        let name = format!("keystone-{task}");
+        assert_eq!(
+            condition(keystone, &name),
+            Some(Condition::ServiceCompletedSuccessfully),
+            "{name}"
+        );
+        assert_eq!(service(&b, &name).restart, "no");
+    }
+    for dep in ["mariadb", "memcached", "rabbitmq"] {
+        assert_eq!(condition(keystone, dep), Some(Condition::ServiceHealthy));
+    }
+    // Task order (`after`) and `needs`.
+    let sync = service(&b, "keystone-db-sync");
+    assert_eq!(
+        condition(sync, "keystone-db-create"),
+        Some(Condition::ServiceCompletedSuccessfully)
+    );
+    assert_eq!(
+        sync.environment.get("KOLLA_BOOTSTRAP").map(String::as_str),
+        Some("")
+    );
+    assert_eq!(sync.image, keystone.image);
+    assert_eq!(
+        sync.volumes, keystone.volumes,
+        "same config and data as the service"
+    );
+    let create = service(&b, "keystone-db-create");
+    assert_eq!(
+        condition(create, "mariadb"),
+        Some(Condition::ServiceHealthy)
+    );
+    assert!(create.image.ends_with("/mariadb-server:2025.1-rocky-9"));
+    let heat_sync = service(&b, "heat-api-db-sync");
+    assert_eq!(
+        condition(heat_sync, "keystone"),
+        Some(Condition::ServiceHealthy)
+    );
+    assert_eq!(
+        condition(heat_sync, "heat-api-register"),
+        Some(Condition::ServiceCompletedSuccessfully)
+    );
+    // A command task replaces the image's CMD and keeps the task's environment.
+    let fernet = service(&b, "keystone-fernet-setup");
+    assert!(fernet.image.contains("/keystone-fernet:"));
+    assert_eq!(fernet.command.as_ref().unwrap()[0], "bash");
+    assert!(
+        fernet
+            .volumes
+            .iter()
+            .any(|m| m.target == "/etc/keystone/fernet-keys")
+    );
+    let api_sync = service(&b, "nova-api-api-db-sync");
+    assert_eq!(
+        api_sync
+            .environment
+            .get("KOLLA_UPGRADE")
+            .map(String::as_str),
+        Some("")
+    );
+    // Registration runs in kolla-toolbox, from its own config directory.
+    let reg = service(&b, "glance-api-register");
+    assert!(reg.image.contains("/kolla-toolbox:"));
+    assert_eq!(reg.volumes[0].source, "./config/glance-api/tasks/register");
+    assert!(reg.volumes[0].read_only);
+    let dir = b
+        .config_dirs
+        .iter()
+        .find(|d| d.path == "glance-api/tasks/register")
+        .unwrap();
+    let names: Vec<&str> = dir.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["clouds.yaml", "config.json", "run.sh", "service-password"]
+    );
+}
+
+#[test]
+fn disabled_dependencies_are_dropped_and_persistent_claims_are_named_volumes() {
+    let b = compose::render(&default_config()).unwrap();
+    assert!(
+        !b.file.services.contains_key("cinder-api"),
+        "cinder is off by default"
+    );
+    for s in b.file.services.values() {
+        for dep in s.depends_on.keys() {
+            assert!(b.file.services.contains_key(dep), "{dep} is not rendered");
+        }
+    }
+    let maria = service(&b, "mariadb");
+    let data = maria
+        .volumes
+        .iter()
+        .find(|m| m.target == "/var/lib/mysql")
+        .unwrap();
+    assert_eq!(data.kind, MountKind::Volume);
+    assert_eq!(data.source, "mariadb-mariadb");
+    assert!(b.file.volumes.contains_key("mariadb-mariadb"));
+    let libvirt = service(&b, "nova-libvirt");
+    let modules = libvirt
+        .volumes
+        .iter()
+        .find(|m| m.target == "/lib/modules")
+        .unwrap();
+    assert_eq!(
+        (modules.kind, modules.source.as_str(), modules.read_only),
+        (MountKind::Bind, "/lib/modules", true)
+    );
+}
+
+#[test]
+fn clashing_names_and_unknown_task_containers_are_errors() {
+    let mut catalog = Catalog::builtin().unwrap();
+    // A container named like another service's bootstrap task.
+    catalog.services.get_mut("horizon").unwrap().containers[0].name = "keystone-db-sync".into();
+    let err = compose::render(&config_with(catalog, Globals::default())).unwrap_err();
+    assert!(
+        matches!(err, ComposeError::NameClash { ref name, .. } if name == "keystone-db-sync"),
+        "{err}"
+    );
+
+    let mut catalog = Catalog::builtin().unwrap();
+    let t = &mut catalog.services.get_mut("glance-api").unwrap().bootstrap[1];
+    t.task = kstack_model::catalog::BootstrapKind::KollaBootstrap {
+        container: Some("glance-apy".into()),
+    };
+    let err = compose::render(&config_with(catalog, Globals::default())).unwrap_err();
+    assert!(
+        err.to_string().contains("`glance-apy` is not a container"),
+        "{err}"
+    );
+}
+
+// ---- Equivalence with the Kubernetes target -------------------------------------------------
+
+fn pod(o: &Object) -> Option<&PodSpec> {
+    match o {
+        Object::Deployment(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::StatefulSet(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::DaemonSet(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        Object::Job(d) => d.spec.as_ref()?.template.spec.as_ref(),
+        _ => None,
+    }
+}
+
+/// File name → content of what a container finds in /var/lib/kolla/config_files on Kubernetes.
+fn k8s_config_files(r: &Rendered, spec: &PodSpec, c: &Container) -> BTreeMap<String, String> {
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == kubernetes::KOLLA_CONFIG_DIR)
+        .expect("config mount");
+    let vol: &Volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .expect("config volume");
+    let mut out = BTreeMap::new();
+    for p in vol.projected.as_ref().unwrap().sources.iter().flatten() {
+        let (kind, name, items) = if let Some(cm) = &p.config_map {
+            ("ConfigMap", &cm.name, &cm.items)
+        } else if let Some(s) = &p.secret {
+            ("Secret", &s.name, &s.items)
+        } else {
+            continue;
+        };
+        let data: BTreeMap<String, String> = match r
+            .objects
+            .iter()
+            .find(|o| o.kind() == kind && o.name() == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+        {
+            Object::ConfigMap(cm) => cm.data.clone().unwrap_or_default(),
+            Object::Secret(s) => {
+                let mut d: BTreeMap<String, String> = s.string_data.clone().unwrap_or_default();
+                for (k, v) in s.data.iter().flatten() {
+                    d.insert(k.clone(), String::from_utf8_lossy(&v.0).into_owned());
+                }
+                d
+            }
+            _ => unreachable!(),
+        };
+        match items {
+            Some(items) => {
+                for i in items {
+                    out.insert(i.path.clone(), data[&i.key].clone());
+                }
+            }
+            None => out.extend(data),
+        }
+    }
+    out
+}
+
+fn env_of(c: &Container) -> BTreeMap<String, String> {
+    c.env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() {
+    let config = default_config();
+    let r = kubernetes::render(&config).unwrap();
+    let b = compose::render(&config).unwrap();
+    let dirs: BTreeMap<&str, BTreeMap<&str, &str>> = b
+        .config_dirs
+        .iter()
+        .map(|d| {
+            (
+                d.path.as_str(),
+                d.files
+                    .iter()
+                    .map(|f| (f.name.as_str(), f.content.as_str()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut seen_containers = 0;
+    let mut seen_jobs = 0;
+    for o in &r.objects {
+        let (Some(svc_name), Some(spec)) = (o.service(), pod(o)) else {
+            continue;
+        };
+        let catalog_svc = &config.catalog.services[svc_name];
+        for c in &spec.containers {
+            let k8s_files = k8s_config_files(&r, spec, c);
+            if o.kind() == "Job" {
+                // `<service>-<task>-<hash>` (or the task label, where the Job carries one).
+                let task = o
+                    .metadata()
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kstack.io/task").cloned())
+                    .unwrap_or_else(|| {
+                        let rest = &o.name()[svc_name.len() + 1..];
+                        rest[..rest.rfind('-').unwrap()].to_owned()
+                    });
+                let s = service(&b, &compose::task_service_name(svc_name, &task));
+                assert_eq!(Some(&s.image), c.image.as_ref(), "{}", o.name());
+                for (k, v) in env_of(c) {
+                    assert_eq!(s.environment.get(&k), Some(&v), "{}: env {k}", o.name());
+                }
+                assert_eq!(
+                    s.command,
+                    c.args.clone().or(c.command.clone()),
+                    "{}",
+                    o.name()
+                );
+                let mount = s
+                    .volumes
+                    .iter()
+                    .find(|m| m.target == kubernetes::KOLLA_CONFIG_DIR)
+                    .unwrap();
+                let path = mount.source.trim_start_matches("./config/");
+                let files: BTreeMap<String, String> = dirs[path]
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                assert_eq!(files, k8s_files, "{}: config files", o.name());
+                seen_jobs += 1;
+                continue;
+            }
+            seen_containers += 1;
+            let s = service(&b, &compose::container_service_name(&c.name));
+            assert_eq!(Some(&s.image), c.image.as_ref(), "{}", c.name);
+            assert_eq!(
+                s.command, None,
+                "{}: the image's own entrypoint and CMD",
+                c.name
+            );
+            assert_eq!(env_of(c), s.environment, "{}", c.name);
+            // The same config files, byte for byte (config.json carries the command).
+            let path = format!("{svc_name}/{}", c.name);
+            let files: BTreeMap<String, String> = dirs[path.as_str()]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(files, k8s_files, "{}: config files", c.name);
+            assert!(files.contains_key("config.json"));
+            // Health check: the probe's endpoint or command.
+            let probe = c.readiness_probe.as_ref();
+            let hc = s.healthcheck.as_ref();
+            assert_eq!(probe.is_some(), hc.is_some(), "{}", c.name);
+            if let (Some(p), Some(h)) = (probe, hc) {
+                if let Some(get) = &p.http_get {
+                    let port = match &get.port {
+                        kstack_k8s::apimachinery::pkg::util::intstr::IntOrString::Int(n) => {
+                            n.to_string()
+                        }
+                        kstack_k8s::apimachinery::pkg::util::intstr::IntOrString::String(s) => {
+                            s.clone()
+                        }
+                    };
+                    let url = &h.test[2];
+                    assert!(
+                        url.ends_with(&format!(":{port}{}", get.path.clone().unwrap_or_default())),
+                        "{url}"
+                    );
+                } else {
+                    let cmd = p.exec.as_ref().unwrap().command.clone().unwrap();
+                    assert_eq!(h.test[1..], cmd[..], "{}", c.name);
+                }
+                assert_eq!(Some(h.retries as i32), p.failure_threshold);
+            }
+            // Data volumes at the same paths; claims become named volumes, hostPaths binds.
+            for m in c.volume_mounts.iter().flatten() {
+                if m.mount_path == kubernetes::KOLLA_CONFIG_DIR {
+                    continue;
+                }
+                let cm = s
+                    .volumes
+                    .iter()
+                    .find(|x| x.target == m.mount_path)
+                    .unwrap_or_else(|| panic!("{}: {}", c.name, m.mount_path));
+                let v = spec.volumes.iter().flatten().find(|v| v.name == m.name);
+                match v.and_then(|v| v.host_path.as_ref()) {
+                    Some(hp) => assert_eq!(
+                        (cm.kind, cm.source.as_str()),
+                        (MountKind::Bind, hp.path.as_str())
+                    ),
+                    None => assert_eq!(cm.kind, MountKind::Volume, "{}: {}", c.name, m.mount_path),
+                }
+                assert_eq!(cm.read_only, m.read_only.unwrap_or(false));
+            }
+            // Dependencies: every enabled catalog dependency, healthy; every task, completed.
+            for dep in catalog_svc
+                .depends_on
+                .iter()
+                .filter(|d| config.enabled.contains(*d))
+            {
+                for dc in &config.catalog.services[dep].containers {
+                    assert_eq!(
+                        condition(s, &dc.name),
+                        Some(Condition::ServiceHealthy),
+                        "{} on {}",
+                        c.name,
+                        dc.name
+                    );
+                }
+            }
+            for t in &catalog_svc.bootstrap {
+                let name = compose::task_service_name(svc_name, &t.name);
+                assert_eq!(
+                    condition(s, &name),
+                    Some(Condition::ServiceCompletedSuccessfully),
+                    "{} on {name}",
+                    c.name
+                );
+            }
+        }
+    }
+    assert!(
+        seen_containers >= 20 && seen_jobs >= 5,
+        "{seen_containers} containers, {seen_jobs} jobs"
+    );
+    // And nothing more: every long-running Compose service is a Kubernetes container.
+    let k8s_containers: BTreeSet<String> = r
+        .objects
+        .iter()
+        .filter(|o| o.kind() != "Job")
+        .filter_map(pod)
+        .flat_map(|p| p.containers.iter().map(|c| c.name.clone()))
+        .collect();
+    let compose_servers: BTreeSet<String> = b
+        .file
+        .services
+        .iter()
+        .filter(|(_, s)| s.labels[kubernetes::COMPONENT_LABEL] == "server")
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert_eq!(k8s_containers, compose_servers);
+    // Every catalog bootstrap task of an enabled service is a one-shot service.
+    for name in &config.enabled {
+        for t in &config.catalog.services[name].bootstrap {
+            service(&b, &compose::task_service_name(name, &t.name));
+        }
+    }
+}
