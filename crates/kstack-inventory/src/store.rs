@@ -1,7 +1,8 @@
 //! Storage: the same SQL against SQLite (default, a file) or PostgreSQL (by URL).
 //!
-//! Every write runs in one transaction, and writes are serialized in-process by a mutex,
-//! so SQLite never sees two writers and a bad batch leaves nothing behind.
+//! Every write runs in one transaction, so a bad batch leaves nothing behind. On SQLite writes
+//! are also serialized in-process by a mutex; on PostgreSQL they run concurrently, and writes
+//! to one host wait for each other on the host row's lock.
 //! Architecture invariant: no HTTP and no NodeSync here; the API layer calls them after commit.
 
 use std::collections::BTreeMap;
@@ -419,9 +420,14 @@ pub struct Store {
 
 macro_rules! dispatch {
     ($self:ident . $f:ident ( $($arg:expr),* )) => {{
-        let _guard = $self.writes.lock().await;
         match &$self.backend {
-            Backend::Sqlite(p) => sqlite_ops::$f(p $(, $arg)*).await,
+            // SQLite has one writer at a time anyway; queueing on a mutex is cheaper and
+            // fairer than SQLite's sleeping busy handler.
+            Backend::Sqlite(p) => {
+                let _guard = $self.writes.lock().await;
+                sqlite_ops::$f(p $(, $arg)*).await
+            }
+            // PostgreSQL writers run concurrently, ordered per host by the row lock.
             Backend::Postgres(p) => pg_ops::$f(p $(, $arg)*).await,
         }
     }};
