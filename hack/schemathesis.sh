@@ -4,10 +4,17 @@
 #   hack/schemathesis.sh KUBECONFIG
 #
 # Starts `kstack inventory serve` ($KSTACK_BIN, default $CARGO_TARGET_DIR/debug/kstack or
-# target/debug/kstack) on a free 127.0.0.1 port with a temp SQLite DB and an admin token,
-# runs schemathesis (venv in ~/.cache/kstack/venv) with the not_a_server_error check:
-# any 5xx fails the run, 4xx on fuzzed input is fine. Bounded by SCHEMATHESIS_MAX_EXAMPLES
-# (default 50 per operation) and SCHEMATHESIS_MAX_TIME (default 150 s).
+# target/debug/kstack) on a free 127.0.0.1 port with an admin token and a temp SQLite DB (or
+# SCHEMATHESIS_DATABASE, e.g. a postgres:// URL), runs schemathesis (venv in
+# ~/.cache/kstack/venv) with these checks:
+#   not_a_server_error          no 5xx, whatever the input
+#   status_code_conformance     every status is one the document lists for the operation
+#   content_type_conformance    answers are the documented content type (JSON)
+#   response_schema_conformance bodies have the documented shape
+#   negative_data_rejection     input the schema forbids is refused with a 4xx
+#   ignored_auth                no operation answers without a valid bearer token
+# Bounded by SCHEMATHESIS_MAX_EXAMPLES (default 50 per operation) and SCHEMATHESIS_MAX_TIME
+# (default 150 s).
 set -euo pipefail
 
 kubeconfig=${1:?usage: hack/schemathesis.sh KUBECONFIG}
@@ -41,7 +48,8 @@ printf '%s: admin\n' "$token" >"$work/tokens.yml"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
 
-"$bin" inventory serve --tokens "$work/tokens.yml" --database "sqlite:$work/inventory.db" \
+database=${SCHEMATHESIS_DATABASE:-sqlite:$work/inventory.db}
+"$bin" inventory serve --tokens "$work/tokens.yml" --database "$database" \
     --listen "127.0.0.1:$port" --kubeconfig "$kubeconfig" --audit-interval 3600 \
     >"$work/server.log" 2>&1 &
 pid=$!
@@ -57,7 +65,7 @@ set +e
 # Run from the temp dir: schemathesis/hypothesis write .hypothesis/ and .schemathesis/ into the cwd.
 (cd "$work" && "$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
     -H "Authorization: Bearer $token" \
-    --checks not_a_server_error \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,negative_data_rejection,ignored_auth \
     --max-examples "$max_examples" --max-time "$max_time" \
     --workers 2 --seed 1 --no-shrink \
     --suppress-health-check all \

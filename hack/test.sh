@@ -38,3 +38,11 @@ cargo test -p kstack-e2e
 echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"
 cargo build -q --bin kstack
 SCHEMATHESIS_MAX_TIME=${SCHEMATHESIS_MAX_TIME:-60} bash hack/schemathesis.sh "$KSTACK_E2E_KUBECONFIG"
+if [ -n "${KSTACK_TEST_POSTGRES_URL:-}" ]; then
+  echo "== schemathesis against the inventory service on PostgreSQL (no 5xx)"
+  st_schema=schemathesis_$$
+  psql -q "$KSTACK_TEST_POSTGRES_URL" -c "CREATE SCHEMA $st_schema"
+  SCHEMATHESIS_DATABASE="$KSTACK_TEST_POSTGRES_URL?options=-c%20search_path%3D$st_schema" \
+    SCHEMATHESIS_MAX_TIME=${SCHEMATHESIS_MAX_TIME:-45} bash hack/schemathesis.sh "$KSTACK_E2E_KUBECONFIG"
+  psql -q "$KSTACK_TEST_POSTGRES_URL" -c "DROP SCHEMA $st_schema CASCADE"
+fi

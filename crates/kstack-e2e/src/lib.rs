@@ -6,10 +6,12 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use kstack_k8s::api::core::v1::Namespace;
-use kube::api::{DeleteParams, PostParams};
+use kstack_k8s::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Config};
+use serde_json::json;
 
 /// A client for the cluster named by `KSTACK_E2E_KUBECONFIG`.
 pub async fn client() -> anyhow::Result<Client> {
@@ -57,3 +59,45 @@ impl Drop for TempNamespace {
 
 /// How long a test waits for a condition before failing.
 pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Creates (or updates) a kwok node `name` with the label `untouched=yes` (which kstack must
+/// leave alone) and waits until kwok reports it Ready.
+pub async fn make_node(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                     "labels": {"kubernetes.io/hostname": name, "type": "kwok", "untouched": "yes"}},
+        "spec": {"providerID": format!("kwok://{name}")},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}}
+    }))?;
+    api.patch(
+        name,
+        &PatchParams::apply("kstack-e2e"),
+        &Patch::Apply(&node),
+    )
+    .await?;
+    let ready = |n: Option<&Node>| {
+        n.and_then(|n| n.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    tokio::time::timeout(WAIT, await_condition(api.clone(), name, ready))
+        .await
+        .context("node never became Ready")??;
+    Ok(())
+}
+
+/// Creates pod `name` bound to `node` (no scheduler involved) and waits until it runs.
+pub async fn pod_on(pods: &Api<Pod>, name: &str, node: &str) -> anyhow::Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "quay.io/openstack.kolla/nova-compute:2025.1-rocky-9"}]}
+    }))?;
+    let created = pods.create(&PostParams::default(), &pod).await?;
+    tokio::time::timeout(
+        WAIT,
+        await_condition(pods.clone(), name, conditions::is_pod_running()),
+    )
+    .await
+    .context("pod never ran")??;
+    Ok(created)
+}

@@ -3,52 +3,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use kstack_e2e::{TempNamespace, WAIT, client};
+use kstack_e2e::{TempNamespace, WAIT, client, make_node, pod_on};
 use kstack_k8s::api::core::v1::{Node, Pod};
 use kstack_kube::nodes::Nodes;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use serde_json::json;
-
-async fn make_node(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {"kubernetes.io/hostname": name, "type": "kwok", "untouched": "yes"}},
-        "spec": {"providerID": format!("kwok://{name}")},
-        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}}
-    }))?;
-    api.patch(
-        name,
-        &PatchParams::apply("kstack-e2e"),
-        &Patch::Apply(&node),
-    )
-    .await?;
-    let ready = |n: Option<&Node>| {
-        n.and_then(|n| n.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    };
-    tokio::time::timeout(WAIT, await_condition(api.clone(), name, ready))
-        .await
-        .context("node never became Ready")??;
-    Ok(())
-}
-
-async fn pod_on(pods: &Api<Pod>, name: &str, node: &str) -> anyhow::Result<Pod> {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "quay.io/openstack.kolla/nova-compute:2025.1-rocky-9"}]}
-    }))?;
-    let created = pods.create(&PostParams::default(), &pod).await?;
-    tokio::time::timeout(
-        WAIT,
-        await_condition(pods.clone(), name, conditions::is_pod_running()),
-    )
-    .await
-    .context("pod never ran")??;
-    Ok(created)
-}
 
 #[tokio::test]
 async fn labels_reach_the_node_and_removed_ones_go() -> anyhow::Result<()> {

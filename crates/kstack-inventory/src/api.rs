@@ -173,7 +173,8 @@ async fn sync_locked(state: &AppState, host: &HostRow) {
 
 /// List hosts.
 #[utoipa::path(get, path = "/v1/ihosts", tag = "hosts",
-    responses((status = 200, body = HostList), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = HostList),
+        (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn list_hosts(State(state): State<AppState>) -> Result<Json<HostList>, Error> {
     let rows = state.store.list_hosts().await?;
@@ -183,9 +184,12 @@ async fn list_hosts(State(state): State<AppState>) -> Result<Json<HostList>, Err
 
 /// Create a host.
 #[utoipa::path(post, path = "/v1/ihosts", tag = "hosts", request_body = HostCreate,
-    responses((status = 201, body = Host), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)),
+    responses((status = 201, body = Host),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn create_host(
     State(state): State<AppState>,
@@ -199,8 +203,11 @@ async fn create_host(
 
 /// Show a host.
 #[utoipa::path(get, path = "/v1/ihosts/{uuid}", tag = "hosts",
-    params(("uuid" = String, Path, description = "host UUID")),
-    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 200, body = Host),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn get_host(
     State(state): State<AppState>,
@@ -211,9 +218,14 @@ async fn get_host(
 
 /// Change a host's hostname, personality, administrative or operational state.
 #[utoipa::path(patch, path = "/v1/ihosts/{uuid}", tag = "hosts", request_body = HostPatch,
-    params(("uuid" = String, Path, description = "host UUID")),
-    responses((status = 200, body = Host), (status = 400, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 200, body = Host),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn patch_host(
     State(state): State<AppState>,
@@ -245,8 +257,12 @@ async fn update_and_sync(
 
 /// Delete a host and its labels; the Kubernetes node is deleted too.
 #[utoipa::path(delete, path = "/v1/ihosts/{uuid}", tag = "hosts",
-    params(("uuid" = String, Path, description = "host UUID")),
-    responses((status = 204), (status = 404, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 204, description = "deleted"),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn delete_host(
     State(state): State<AppState>,
@@ -261,8 +277,12 @@ async fn delete_host(
 
 /// Lock a host.
 #[utoipa::path(post, path = "/v1/ihosts/{uuid}/lock", tag = "hosts",
-    params(("uuid" = String, Path, description = "host UUID")),
-    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 200, body = Host),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn lock_host(
     State(state): State<AppState>,
@@ -277,8 +297,12 @@ async fn lock_host(
 
 /// Unlock a host.
 #[utoipa::path(post, path = "/v1/ihosts/{uuid}/unlock", tag = "hosts",
-    params(("uuid" = String, Path, description = "host UUID")),
-    responses((status = 200, body = Host), (status = 404, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 200, body = Host),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn unlock_host(
     State(state): State<AppState>,
@@ -292,12 +316,15 @@ async fn unlock_host(
 }
 
 /// Assign labels (a JSON object of key to value) to a host, all or none.
-#[utoipa::path(post, path = "/v1/labels/{host_uuid}", tag = "labels",
+#[utoipa::path(post, path = "/v1/labels/{uuid}", tag = "labels",
     request_body(content = BTreeMap<String, String>, description = "label key -> value"),
-    params(("host_uuid" = String, Path, description = "host UUID"), OverwriteQuery),
-    responses((status = 200, body = LabelList), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+    params(("uuid" = uuid::Uuid, Path, description = "the UUID of the host to label (seed 003: host_uuid)"), OverwriteQuery),
+    responses((status = 200, body = LabelList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
         (status = 413, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn assign_labels(
@@ -331,8 +358,11 @@ async fn assign_labels(
 
 /// List a host's labels.
 #[utoipa::path(get, path = "/v1/ihosts/{host_uuid}/labels", tag = "labels",
-    params(("host_uuid" = String, Path, description = "host UUID")),
-    responses((status = 200, body = LabelList), (status = 404, body = ErrorBody)),
+    params(("host_uuid" = uuid::Uuid, Path, description = "host UUID")),
+    responses((status = 200, body = LabelList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn list_labels(
     State(state): State<AppState>,
@@ -345,8 +375,13 @@ async fn list_labels(
 
 /// Remove a label (soft delete).
 #[utoipa::path(delete, path = "/v1/labels/{uuid}", tag = "labels",
-    params(("uuid" = String, Path, description = "label UUID")),
-    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("uuid" = uuid::Uuid, Path, description = "label UUID")),
+    responses((status = 204, description = "removed"),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn delete_label(
     State(state): State<AppState>,

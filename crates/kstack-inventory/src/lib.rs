@@ -23,10 +23,9 @@ use std::time::Duration;
 pub use api::{ApiDoc, AppState, Role, router};
 pub use error::{Error, ErrorBody};
 pub use store::Store;
-pub use sync::{NodeSync, RecordingSync, SyncCall};
+pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall};
 
 /// How to run the service.
-#[derive(Clone)]
 pub struct ServeConfig {
     /// Address to listen on.
     pub listen: SocketAddr,
@@ -38,6 +37,9 @@ pub struct ServeConfig {
     pub audit_interval: Duration,
     /// Where committed changes go.
     pub sync: Arc<dyn NodeSync>,
+    /// Names of nodes that joined the cluster (see [`follow_joins`]); `None` when nothing
+    /// watches the nodes, and then only the audit reaches a late node.
+    pub joins: Option<tokio::sync::mpsc::Receiver<String>>,
 }
 
 /// Builds the state: opens the database and runs migrations.
@@ -53,31 +55,71 @@ pub async fn state(
     })
 }
 
+/// How many hosts the audit syncs at once: enough to hide API-server round trips, few enough
+/// not to flood the API server or the database pool.
+pub const AUDIT_CONCURRENCY: usize = 16;
+
+/// Pushes one host's labels and lock state to its node.
+async fn sync_one(state: &AppState, host: &store::HostRow) -> Result<(), Error> {
+    let ls = state.store.label_state(host.id).await?;
+    let r1 = state
+        .sync
+        .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
+        .await;
+    let r2 = state.sync.set_locked(&host.hostname, host.locked()).await;
+    r1.and(r2)
+        .map_err(|e| Error::Sync(format!("{}: {e}", host.hostname)))
+}
+
 /// Re-applies every host's labels and lock state through NodeSync, repairing drift.
-/// Returns how many hosts were synced without error; the first error is returned
-/// only after every host was tried.
+/// Up to [`AUDIT_CONCURRENCY`] hosts are synced at once. Returns how many hosts were synced
+/// without error; the first error is returned only after every host was tried.
 pub async fn audit_once(state: &AppState) -> Result<usize, Error> {
+    use futures::StreamExt;
     let hosts = state.store.list_hosts().await?;
+    // Owned values in the futures: borrowed ones make the spawned audit task's future
+    // not provably Send (a known higher-ranked lifetime limitation).
+    let mut results = futures::stream::iter(hosts)
+        .map(|host| {
+            let state = state.clone();
+            async move { sync_one(&state, &host).await }
+        })
+        .buffer_unordered(AUDIT_CONCURRENCY);
     let mut ok = 0;
     let mut first_err = None;
-    for host in &hosts {
-        let ls = state.store.label_state(host.id).await?;
-        let r1 = state
-            .sync
-            .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
-            .await;
-        let r2 = state.sync.set_locked(&host.hostname, host.locked()).await;
-        match r1.and(r2) {
+    while let Some(r) = results.next().await {
+        match r {
             Ok(()) => ok += 1,
             Err(e) => {
-                tracing::warn!(host = %host.hostname, error = %e, "audit sync failed");
-                first_err.get_or_insert(Error::Sync(format!("{}: {e}", host.hostname)));
+                tracing::warn!(error = %e, "audit sync failed");
+                first_err.get_or_insert(e);
             }
         }
     }
     match first_err {
         Some(e) => Err(e),
         None => Ok(ok),
+    }
+}
+
+/// Pushes the labels and lock state of the host named `hostname` to its node: what a node that
+/// joins the cluster gets. Returns `Ok(false)` when no host has that name (the node is not ours).
+pub async fn sync_host(state: &AppState, hostname: &str) -> Result<bool, Error> {
+    match state.store.host_by_name(hostname).await? {
+        Some(host) => sync_one(state, &host).await.map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// Syncs every node name received on `joins` (nodes that joined the cluster) until the sender
+/// is dropped. Failures are logged; the periodic audit retries them.
+pub async fn follow_joins(state: AppState, mut joins: tokio::sync::mpsc::Receiver<String>) {
+    while let Some(name) = joins.recv().await {
+        match sync_host(&state, &name).await {
+            Ok(true) => tracing::info!(node = %name, "node joined; labels and lock state applied"),
+            Ok(false) => tracing::debug!(node = %name, "node joined; no host of that name"),
+            Err(e) => tracing::warn!(node = %name, error = %e, "syncing a joined node failed"),
+        }
     }
 }
 
@@ -92,6 +134,9 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     let state = state(&config.database_url, config.tokens, config.sync).await?;
     let audit_state = state.clone();
     let interval = config.audit_interval;
+    let joins = config
+        .joins
+        .map(|rx| tokio::spawn(follow_joins(state.clone(), rx)));
     let audit = tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -106,5 +151,8 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     tracing::info!(addr = %config.listen, "inventory listening");
     let result = axum::serve(listener, router(state)).await;
     audit.abort();
+    if let Some(j) = joins {
+        j.abort();
+    }
     Ok(result?)
 }

@@ -1,7 +1,8 @@
 //! Storage: the same SQL against SQLite (default, a file) or PostgreSQL (by URL).
 //!
-//! Every write runs in one transaction, and writes are serialized in-process by a mutex,
-//! so SQLite never sees two writers and a bad batch leaves nothing behind.
+//! Every write runs in one transaction, so a bad batch leaves nothing behind. On SQLite writes
+//! are also serialized in-process by a mutex; on PostgreSQL they run concurrently, and writes
+//! to one host wait for each other on the host row's lock.
 //! Architecture invariant: no HTTP and no NodeSync here; the API layer calls them after commit.
 
 use std::collections::BTreeMap;
@@ -105,27 +106,47 @@ const LABEL_SELECT: &str = "SELECT l.uuid AS uuid, h.uuid AS host_uuid, l.label_
      l.label_value AS label_value FROM labels l JOIN hosts h ON h.id = l.host_id";
 
 /// The SQL is identical for both backends (`$n` placeholders work in SQLite too),
-/// so each backend gets the same functions, generated from one body.
+/// so each backend gets the same functions, generated from one body. The two differences:
+/// how a write transaction starts (`$begin_write`) and how a write locks the host row it
+/// checks (`$for_update`). SQLite's `BEGIN IMMEDIATE` takes the database's write lock up
+/// front, so a second process never fails to upgrade a read; PostgreSQL's `FOR UPDATE` makes
+/// writers on the same host (other replicas) wait for each other instead of acting on a
+/// stale read, e.g. assigning a role label while another replica unlocks the host.
 macro_rules! backend_ops {
-    ($module:ident, $db:ty) => {
+    ($module:ident, $db:ty, $begin_write:literal, $for_update:literal) => {
         mod $module {
             use super::*;
             type Pool = sqlx::Pool<$db>;
             type Tx = sqlx::Transaction<'static, $db>;
 
+            async fn begin_write(pool: &Pool) -> Result<Tx, Error> {
+                Ok(pool.begin_with($begin_write).await?)
+            }
+
             async fn host_by_uuid(tx: &mut Tx, uuid: &str) -> Result<HostRow, Error> {
+                sqlx::query_as::<_, HostRow>(concat!(
+                    "SELECT * FROM hosts WHERE uuid = $1",
+                    $for_update
+                ))
+                .bind(uuid)
+                .fetch_optional(&mut **tx)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("host {uuid} not found")))
+            }
+
+            pub async fn get_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
                 sqlx::query_as::<_, HostRow>("SELECT * FROM hosts WHERE uuid = $1")
                     .bind(uuid)
-                    .fetch_optional(&mut **tx)
+                    .fetch_optional(pool)
                     .await?
                     .ok_or_else(|| Error::NotFound(format!("host {uuid} not found")))
             }
 
-            pub async fn get_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
-                let mut tx = pool.begin().await?;
-                let h = host_by_uuid(&mut tx, uuid).await?;
-                tx.commit().await?;
-                Ok(h)
+            pub async fn host_by_name(pool: &Pool, hostname: &str) -> Result<Option<HostRow>, Error> {
+                Ok(sqlx::query_as::<_, HostRow>("SELECT * FROM hosts WHERE hostname = $1")
+                    .bind(hostname)
+                    .fetch_optional(pool)
+                    .await?)
             }
 
             pub async fn list_hosts(pool: &Pool) -> Result<Vec<HostRow>, Error> {
@@ -135,7 +156,7 @@ macro_rules! backend_ops {
             }
 
             pub async fn create_host(pool: &Pool, new: &HostCreate) -> Result<HostRow, Error> {
-                let mut tx = pool.begin().await?;
+                let mut tx = begin_write(pool).await?;
                 let taken: Option<String> =
                     sqlx::query_scalar("SELECT uuid FROM hosts WHERE hostname = $1")
                         .bind(&new.hostname)
@@ -177,7 +198,7 @@ macro_rules! backend_ops {
                 uuid: &str,
                 patch: &HostPatch,
             ) -> Result<(HostRow, HostRow), Error> {
-                let mut tx = pool.begin().await?;
+                let mut tx = begin_write(pool).await?;
                 let before = host_by_uuid(&mut tx, uuid).await?;
                 if let Some(name) = patch.hostname.as_ref().filter(|n| **n != before.hostname) {
                     let locked = patch.administrative.map_or(before.locked(), |a| a == Administrative::Locked);
@@ -226,7 +247,7 @@ macro_rules! backend_ops {
             }
 
             pub async fn delete_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
-                let mut tx = pool.begin().await?;
+                let mut tx = begin_write(pool).await?;
                 let host = host_by_uuid(&mut tx, uuid).await?;
                 sqlx::query("DELETE FROM labels WHERE host_id = $1")
                     .bind(host.id)
@@ -246,64 +267,42 @@ macro_rules! backend_ops {
                 labels: &BTreeMap<String, String>,
                 overwrite: bool,
             ) -> Result<(HostRow, Vec<Label>), Error> {
-                let mut tx = pool.begin().await?;
+                let mut tx = begin_write(pool).await?;
                 let host = host_by_uuid(&mut tx, host_uuid).await?;
                 if !host.locked() {
                     if let Some(key) = labels.keys().find(|k| validate::is_role_label(k)) {
                         return Err(role_lock_error(&host, key, "assign"));
                     }
                 }
+                // One statement per key against the live-key unique index, so a writer in
+                // another replica can never slip in between a check and an insert.
+                let upsert = if overwrite {
+                    "INSERT INTO labels (created_at, uuid, host_id, label_key, label_value) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (host_id, label_key) WHERE deleted_at IS NULL \
+                     DO UPDATE SET label_value = excluded.label_value, updated_at = excluded.created_at \
+                     RETURNING uuid"
+                } else {
+                    "INSERT INTO labels (created_at, uuid, host_id, label_key, label_value) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (host_id, label_key) WHERE deleted_at IS NULL DO NOTHING \
+                     RETURNING uuid"
+                };
+                let ts = now();
                 let mut out = Vec::with_capacity(labels.len());
                 let mut duplicates = Vec::new();
                 for (key, value) in labels {
-                    let existing: Option<String> = sqlx::query_scalar(
-                        "SELECT uuid FROM labels WHERE host_id = $1 AND label_key = $2 \
-                         AND deleted_at IS NULL",
-                    )
-                    .bind(host.id)
-                    .bind(key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let uuid = match existing {
-                        Some(_) if !overwrite => {
-                            duplicates.push(key.clone());
-                            continue;
-                        }
-                        Some(uuid) => {
-                            sqlx::query(
-                                "UPDATE labels SET label_value = $1, updated_at = $2 WHERE uuid = $3",
-                            )
-                            .bind(value)
-                            .bind(now())
-                            .bind(&uuid)
-                            .execute(&mut *tx)
-                            .await?;
-                            uuid
-                        }
-                        None => {
-                            let uuid = uuid::Uuid::new_v4().to_string();
-                            sqlx::query(
-                                "INSERT INTO labels (created_at, uuid, host_id, label_key, label_value) \
-                                 VALUES ($1, $2, $3, $4, $5)",
-                            )
-                            .bind(now())
-                            .bind(&uuid)
-                            .bind(host.id)
-                            .bind(key)
-                            .bind(value)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| {
-                                if is_unique_violation(&e) {
-                                    Error::Conflict(format!(
-                                        "label {key:?} was assigned concurrently; retry"
-                                    ))
-                                } else {
-                                    e.into()
-                                }
-                            })?;
-                            uuid
-                        }
+                    let stored: Option<String> = sqlx::query_scalar(upsert)
+                        .bind(&ts)
+                        .bind(uuid::Uuid::new_v4().to_string())
+                        .bind(host.id)
+                        .bind(key)
+                        .bind(value)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(uuid) = stored else {
+                        duplicates.push(key.clone());
+                        continue;
                     };
                     out.push(Label {
                         uuid,
@@ -324,20 +323,34 @@ macro_rules! backend_ops {
             }
 
             pub async fn list_labels(pool: &Pool, host_uuid: &str) -> Result<Vec<Label>, Error> {
-                let mut tx = pool.begin().await?;
-                let host = host_by_uuid(&mut tx, host_uuid).await?;
-                let rows = sqlx::query_as::<_, LabelRow>(&format!(
-                    "{LABEL_SELECT} WHERE l.host_id = $1 AND l.deleted_at IS NULL ORDER BY l.label_key"
-                ))
-                .bind(host.id)
-                .fetch_all(&mut *tx)
+                // One statement (the hot read path): no row means no such host, one row
+                // without a label means a host without labels.
+                let rows: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT l.uuid, l.label_key, l.label_value FROM hosts h \
+                     LEFT JOIN labels l ON l.host_id = h.id AND l.deleted_at IS NULL \
+                     WHERE h.uuid = $1 ORDER BY l.label_key",
+                )
+                .bind(host_uuid)
+                .fetch_all(pool)
                 .await?;
-                tx.commit().await?;
-                Ok(rows.into_iter().map(Label::from).collect())
+                if rows.is_empty() {
+                    return Err(Error::NotFound(format!("host {host_uuid} not found")));
+                }
+                Ok(rows
+                    .into_iter()
+                    .filter_map(|(uuid, key, value)| {
+                        Some(Label {
+                            uuid: uuid?,
+                            host_uuid: host_uuid.to_string(),
+                            label_key: key?,
+                            label_value: value?,
+                        })
+                    })
+                    .collect())
             }
 
             pub async fn delete_label(pool: &Pool, uuid: &str) -> Result<(HostRow, Label), Error> {
-                let mut tx = pool.begin().await?;
+                let mut tx = begin_write(pool).await?;
                 let row = sqlx::query_as::<_, LabelRow>(&format!(
                     "{LABEL_SELECT} WHERE l.uuid = $1 AND l.deleted_at IS NULL"
                 ))
@@ -350,11 +363,18 @@ macro_rules! backend_ops {
                     return Err(role_lock_error(&host, &row.label_key, "remove"));
                 }
                 let ts = now();
-                sqlx::query("UPDATE labels SET deleted_at = $1, updated_at = $1 WHERE uuid = $2")
-                    .bind(&ts)
-                    .bind(uuid)
-                    .execute(&mut *tx)
-                    .await?;
+                let done = sqlx::query(
+                    "UPDATE labels SET deleted_at = $1, updated_at = $1 \
+                     WHERE uuid = $2 AND deleted_at IS NULL",
+                )
+                .bind(&ts)
+                .bind(uuid)
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() == 0 {
+                    // Another replica removed it between our read and the host lock.
+                    return Err(Error::NotFound(format!("label {uuid} not found")));
+                }
                 tx.commit().await?;
                 Ok((host, row.into()))
             }
@@ -382,8 +402,8 @@ macro_rules! backend_ops {
     };
 }
 
-backend_ops!(sqlite_ops, sqlx::Sqlite);
-backend_ops!(pg_ops, sqlx::Postgres);
+backend_ops!(sqlite_ops, sqlx::Sqlite, "BEGIN IMMEDIATE", "");
+backend_ops!(pg_ops, sqlx::Postgres, "BEGIN", " FOR UPDATE");
 
 #[derive(Debug, Clone)]
 enum Backend {
@@ -400,9 +420,14 @@ pub struct Store {
 
 macro_rules! dispatch {
     ($self:ident . $f:ident ( $($arg:expr),* )) => {{
-        let _guard = $self.writes.lock().await;
         match &$self.backend {
-            Backend::Sqlite(p) => sqlite_ops::$f(p $(, $arg)*).await,
+            // SQLite has one writer at a time anyway; queueing on a mutex is cheaper and
+            // fairer than SQLite's sleeping busy handler.
+            Backend::Sqlite(p) => {
+                let _guard = $self.writes.lock().await;
+                sqlite_ops::$f(p $(, $arg)*).await
+            }
+            // PostgreSQL writers run concurrently, ordered per host by the row lock.
             Backend::Postgres(p) => pg_ops::$f(p $(, $arg)*).await,
         }
     }};
@@ -458,6 +483,11 @@ impl Store {
 
     pub async fn list_hosts(&self) -> Result<Vec<HostRow>, Error> {
         dispatch!(read self.list_hosts())
+    }
+
+    /// The host whose hostname (and so node name) is `hostname`, if any.
+    pub async fn host_by_name(&self, hostname: &str) -> Result<Option<HostRow>, Error> {
+        dispatch!(read self.host_by_name(hostname))
     }
 
     pub async fn create_host(&self, new: &HostCreate) -> Result<HostRow, Error> {

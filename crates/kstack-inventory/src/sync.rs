@@ -99,3 +99,28 @@ impl NodeSync for RecordingSync {
         Ok(())
     }
 }
+
+/// A `NodeSync` that does nothing: the inventory without a cluster (`kstack inventory serve
+/// --no-node-sync`), e.g. to measure the service alone.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoNodeSync;
+
+#[async_trait::async_trait]
+impl NodeSync for NoNodeSync {
+    async fn apply_labels(
+        &self,
+        _hostname: &str,
+        _labels: &BTreeMap<String, String>,
+        _managed_keys: &[String],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn set_locked(&self, _hostname: &str, _locked: bool) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn delete_node(&self, _hostname: &str) -> Result<(), String> {
+        Ok(())
+    }
+}

@@ -19,6 +19,8 @@ struct Env {
     state: AppState,
     app: Router,
     sync: Arc<RecordingSync>,
+    /// The database URL, for a second replica on the same database.
+    url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -39,6 +41,7 @@ async fn make_env(name: &'static str, url: &str, dir: Option<tempfile::TempDir>)
         app: router(state.clone()),
         state,
         sync,
+        url: url.to_string(),
         _dir: dir,
     }
 }
@@ -237,7 +240,6 @@ async fn auth_401_403_and_openapi() {
             "/v1/ihosts/{uuid}/lock",
             "/v1/ihosts/{uuid}/unlock",
             "/v1/ihosts/{host_uuid}/labels",
-            "/v1/labels/{host_uuid}",
             "/v1/labels/{uuid}",
         ] {
             assert!(doc["paths"].get(path).is_some(), "openapi lacks {path}");
@@ -579,6 +581,102 @@ async fn concurrent_writers_lose_nothing() {
     }
 }
 
+/// Two service replicas on one database (what several `kstack inventory serve` processes on
+/// one PostgreSQL, or on one SQLite file, are): every write answered 200 is in the database,
+/// and concurrent changes to different fields of one host both stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_on_two_replicas_lose_nothing() {
+    for env in envs().await {
+        let replica = make_env(env.name, &env.url, None).await;
+        let apps = [env.app.clone(), replica.app.clone()];
+        let host = new_host(&env, "compute-4").await;
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let app = apps[i % 2].clone();
+            let path = format!("/v1/labels/{host}?overwrite=true");
+            tasks.push(tokio::spawn(async move {
+                admin(
+                    &app,
+                    "POST",
+                    &path,
+                    Some(json!({ format!("key-{i}"): "v", "shared": format!("v{i}") })),
+                )
+                .await
+            }));
+        }
+        for t in tasks {
+            let (s, v) = t.await.unwrap();
+            assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        }
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        let labels: BTreeMap<&str, &str> = v["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["label_key"].as_str().unwrap(),
+                    l["label_value"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        for i in 0..40 {
+            assert_eq!(
+                labels.get(format!("key-{i}").as_str()),
+                Some(&"v"),
+                "{}",
+                env.name
+            );
+        }
+        let shared = labels.get("shared").copied().unwrap_or_default();
+        assert!(
+            (0..40).any(|i| shared == format!("v{i}")),
+            "{}: shared = {shared:?}",
+            env.name
+        );
+        assert_eq!(
+            env.state.store.count_label_rows(false).await.unwrap(),
+            41,
+            "{}: one live row per key",
+            env.name
+        );
+
+        for round in 0..10 {
+            let (s, _) = admin(
+                &env.app,
+                "PATCH",
+                &format!("/v1/ihosts/{host}"),
+                Some(json!({"personality": "compute", "operational": "disabled"})),
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK);
+            let path = format!("/v1/ihosts/{host}");
+            let (a, b) = tokio::join!(
+                admin(
+                    &apps[0],
+                    "PATCH",
+                    &path,
+                    Some(json!({"personality": "storage"}))
+                ),
+                admin(
+                    &apps[1],
+                    "PATCH",
+                    &path,
+                    Some(json!({"operational": "enabled"}))
+                ),
+            );
+            assert_eq!((a.0, b.0), (StatusCode::OK, StatusCode::OK), "{a:?} {b:?}");
+            let (_, v) = admin(&env.app, "GET", &path, None).await;
+            assert_eq!(
+                (&v["personality"], &v["operational"]),
+                (&json!("storage"), &json!("enabled")),
+                "{}: round {round}: a concurrent PATCH was lost",
+                env.name
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn audit_reapplies_everything() {
     for env in envs().await {
@@ -596,8 +694,15 @@ async fn audit_reapplies_everything() {
         assert_eq!(s, StatusCode::OK);
         env.sync.clear();
         assert_eq!(audit_once(&env.state).await.unwrap(), 2);
+        // Hosts are synced concurrently: compare each host's calls, in order.
+        let mut calls = env.sync.calls();
+        calls.sort_by_key(|c| match c {
+            SyncCall::ApplyLabels { hostname, .. } => (hostname.clone(), 0),
+            SyncCall::SetLocked { hostname, .. } => (hostname.clone(), 1),
+            SyncCall::DeleteNode { hostname } => (hostname.clone(), 2),
+        });
         assert_eq!(
-            env.sync.calls(),
+            calls,
             vec![
                 SyncCall::ApplyLabels {
                     hostname: "compute-a".into(),
@@ -619,5 +724,161 @@ async fn audit_reapplies_everything() {
                 },
             ]
         );
+    }
+}
+
+#[tokio::test]
+async fn a_joining_node_gets_its_hosts_state() {
+    for env in envs().await {
+        let a = new_host(&env, "compute-late").await;
+        let (s, _) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{a}"),
+            Some(json!({"zone": "west"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        env.sync.clear();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let follower = tokio::spawn(kstack_inventory::follow_joins(env.state.clone(), rx));
+        tx.send("not-a-host".to_string()).await.unwrap();
+        tx.send("compute-late".to_string()).await.unwrap();
+        drop(tx);
+        follower.await.unwrap();
+        assert_eq!(
+            env.sync.calls(),
+            vec![
+                SyncCall::ApplyLabels {
+                    hostname: "compute-late".into(),
+                    labels: BTreeMap::from([("zone".into(), "west".into())]),
+                    managed_keys: vec!["zone".into()],
+                },
+                SyncCall::SetLocked {
+                    hostname: "compute-late".into(),
+                    locked: true
+                },
+            ],
+            "{}",
+            env.name
+        );
+        assert!(
+            !kstack_inventory::sync_host(&env.state, "not-a-host")
+                .await
+                .unwrap()
+        );
+    }
+}
+
+/// The served OpenAPI document and the router agree: every documented operation is routed and
+/// answers only statuses the document lists for it; every other method on a documented path is
+/// 405; the label shapes are seed 003's, and real answers have exactly the documented fields.
+#[tokio::test]
+async fn openapi_document_matches_the_routes_and_shapes() {
+    for env in envs().await {
+        let (s, doc) = call(&env.app, "GET", "/openapi.json", None, None).await;
+        assert_eq!(s, StatusCode::OK);
+        let host = new_host(&env, "compute-doc").await;
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"zone": "a"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let label_uuid = v["labels"][0]["uuid"].as_str().unwrap().to_string();
+
+        let schemas = &doc["components"]["schemas"];
+        let props = |name: &str| -> Vec<String> {
+            let mut p: Vec<String> = schemas[name]["properties"]
+                .as_object()
+                .unwrap_or_else(|| panic!("schema {name} has no properties"))
+                .keys()
+                .cloned()
+                .collect();
+            p.sort();
+            p
+        };
+        let mut required: Vec<&str> = schemas["Label"]["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        required.sort_unstable();
+        assert_eq!(required, ["host_uuid", "label_key", "label_value", "uuid"]);
+        assert_eq!(props("Label"), required);
+        assert_eq!(props("LabelList"), ["labels"]);
+        assert_eq!(
+            schemas["LabelList"]["properties"]["labels"]["items"]["$ref"],
+            "#/components/schemas/Label"
+        );
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}/labels"), None).await;
+        let keys = |v: &Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&v), props("LabelList"));
+        assert_eq!(keys(&v["labels"][0]), props("Label"));
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}"), None).await;
+        assert_eq!(keys(&v), props("Host"));
+
+        let paths = doc["paths"].as_object().unwrap();
+        let mut calls: Vec<(&String, &Value, &str)> = Vec::new();
+        for (template, item) in paths {
+            for method in ["get", "post", "put", "patch", "delete"] {
+                calls.push((template, item, method));
+            }
+        }
+        // Deletes last (the label's before the host's), so every call finds its resource.
+        calls.sort_by_key(|(t, _, m)| (*m == "delete", !t.starts_with("/v1/labels/")));
+        let mut operations = 0;
+        for (template, item, method) in calls {
+            {
+                let uuid = if template.starts_with("/v1/labels/") && method == "delete" {
+                    &label_uuid
+                } else {
+                    &host
+                };
+                let path = template
+                    .replace("{uuid}", uuid)
+                    .replace("{host_uuid}", uuid);
+                let body = match (template.as_str(), method) {
+                    ("/v1/ihosts", "post") => {
+                        Some(json!({"hostname": "compute-doc-2", "personality": "storage"}))
+                    }
+                    (_, "patch") => Some(json!({"operational": "enabled"})),
+                    ("/v1/labels/{uuid}", "post") => Some(json!({"rack": "r1"})),
+                    _ => None,
+                };
+                let (status, v) = admin(&env.app, &method.to_uppercase(), &path, body).await;
+                match item.get(method) {
+                    Some(op) => {
+                        operations += 1;
+                        let documented = op["responses"].as_object().unwrap();
+                        assert!(
+                            documented.contains_key(status.as_str()),
+                            "{}: {method} {template} answered {status} ({v}), documented {:?}",
+                            env.name,
+                            documented.keys().collect::<Vec<_>>()
+                        );
+                        assert!(
+                            status.is_success(),
+                            "{}: {method} {template} with valid input: {status} {v}",
+                            env.name
+                        );
+                    }
+                    None => assert_eq!(
+                        status,
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "{}: {method} {template} is routed but not documented",
+                        env.name
+                    ),
+                }
+            }
+        }
+        assert_eq!(operations, 10, "documented operations");
     }
 }

@@ -24,6 +24,7 @@ async fn serve_over_http_with_audit() {
         tokens: BTreeMap::from([("t".to_string(), Role::Admin)]),
         audit_interval: Duration::from_millis(100),
         sync: sync.clone(),
+        joins: None,
     };
     let server = tokio::spawn(serve(config));
     let base = format!("http://127.0.0.1:{port}");

@@ -2,10 +2,13 @@
 //!
 //! Lock uses the taint StarlingX uses for a locked host, `services=disabled:NoExecute`: the
 //! controller manager's taint-eviction controller then evicts every pod that does not tolerate it.
-use std::collections::BTreeMap;
+//! [`watch_joins`] reports nodes that join, so the inventory can label them at once.
+use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use kstack_k8s::api::core::v1::{Node, Pod, Taint};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -142,6 +145,60 @@ impl Nodes {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Sends on `joins` the name of every node this process has not seen before: all nodes of the
+/// first listing, then each node that is added (or re-added under the same name with a new uid).
+/// Node status heartbeats are not joins. Returns when `joins` is closed; watch errors are
+/// logged and the watch is restarted with backoff, re-listing, so a node that joined while the
+/// watch was down is still reported.
+pub async fn watch_joins(client: Client, joins: tokio::sync::mpsc::Sender<String>) {
+    // Metadata only: a join needs name and uid, not the node's status.
+    let api: Api<PartialObjectMeta<Node>> = Api::all(client);
+    let mut events =
+        std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+    // uids of the nodes that exist, as far as the watch knows.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut listing: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let event = tokio::select! {
+            () = joins.closed() => return,
+            event = events.next() => event,
+        };
+        let Some(event) = event else { return };
+        let (node, initial) = match event {
+            Ok(watcher::Event::Init) => {
+                listing.clear();
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                // Nodes that vanished while the watch was down are forgotten.
+                seen = std::mem::take(&mut listing);
+                continue;
+            }
+            Ok(watcher::Event::Delete(node)) => {
+                if let Some(uid) = node.metadata.uid {
+                    seen.remove(&uid);
+                }
+                continue;
+            }
+            Ok(watcher::Event::InitApply(node)) => (node, true),
+            Ok(watcher::Event::Apply(node)) => (node, false),
+            Err(e) => {
+                tracing::warn!(error = %e, "node watch failed; retrying");
+                continue;
+            }
+        };
+        let (Some(name), Some(uid)) = (node.metadata.name, node.metadata.uid) else {
+            continue;
+        };
+        if initial {
+            listing.insert(uid.clone());
+        }
+        if seen.insert(uid) && joins.send(name).await.is_err() {
+            return;
         }
     }
 }

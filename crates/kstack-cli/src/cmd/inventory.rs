@@ -134,6 +134,10 @@ pub enum Serve {
         /// Seconds between audits that repair drift between the inventory and the nodes.
         #[arg(long, default_value_t = 60)]
         audit_interval: u64,
+        /// Keep hosts and labels only, without touching any cluster (no kubeconfig needed):
+        /// for trying the API or measuring the service alone.
+        #[arg(long, conflicts_with = "kubeconfig")]
+        no_node_sync: bool,
     },
 }
 
@@ -158,6 +162,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     tokens,
                     kubeconfig,
                     audit_interval,
+                    no_node_sync,
                 },
         } => {
             let text = std::fs::read_to_string(&tokens)
@@ -169,8 +174,20 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     redact(&e.to_string(), &text)
                 )
             })?;
-            let client = kstack_kube::client(kubeconfig.as_deref()).await?;
-            let sync = Arc::new(kstack_kube::nodes::Nodes::new(client));
+            let (sync, joins): (Arc<dyn kstack_inventory::NodeSync>, _) = if no_node_sync {
+                eprintln!("kstack inventory: node sync disabled; no cluster is changed");
+                (Arc::new(kstack_inventory::NoNodeSync), None)
+            } else {
+                let client = kstack_kube::client(kubeconfig.as_deref()).await?;
+                // A node that joins gets its host's labels and lock state at once, not at the
+                // next audit.
+                let (joined, joins) = tokio::sync::mpsc::channel(256);
+                tokio::spawn(kstack_kube::nodes::watch_joins(client.clone(), joined));
+                (
+                    Arc::new(kstack_kube::nodes::Nodes::new(client)),
+                    Some(joins),
+                )
+            };
             eprintln!("kstack inventory: listening on http://{listen}");
             kstack_inventory::serve(ServeConfig {
                 listen,
@@ -178,6 +195,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 tokens,
                 audit_interval: Duration::from_secs(audit_interval),
                 sync,
+                joins,
             })
             .await?;
             Ok(())
