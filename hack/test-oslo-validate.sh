@@ -27,5 +27,6 @@ expect bad-section 1 "placement-api/placement-api/placement.conf: unknown sectio
 expect bad-authtoken 1 "glance-api/glance-api/glance-api.conf: unknown option [keystone_authtoken] pasword"
 expect deprecated 1 "error: nova-api/nova-api/nova.conf: deprecated option [DEFAULT] vnc_enabled (an old name; use [vnc] enabled)"
 expect deprecated 0 "warning: nova-api/nova-api/nova.conf: deprecated option [DEFAULT] vnc_enabled" --allow-deprecated
+expect bad-ini 1 "keystone/keystone/keystone.conf: cannot validate: at "
 expect none 2 "no oslo config file found"
 exit $fail

@@ -113,6 +113,8 @@ class Problem:
             "deprecated": "deprecated option",
             "error": "cannot validate",
         }[self.kind]
+        if self.kind == "error":
+            return f"{path}: {what}: {self.detail}"
         where = f"[{self.section}]" if self.option is None else f"[{self.section}] {self.option}"
         extra = f" ({self.detail})" if self.detail else ""
         return f"{path}: {what} {where}{extra}"
@@ -333,8 +335,14 @@ def check(path, name, allow_deprecated):
 def check_files(paths, allow_deprecated):
     """Child mode: checks files of one project, printing one JSON result per line."""
     for path in paths:
-        failed, problems, n_sections, n_opts, project = check(
-            path, os.path.basename(path), allow_deprecated)
+        try:
+            failed, problems, n_sections, n_opts, project = check(
+                path, os.path.basename(path), allow_deprecated)
+        except cfg.ParseError as e:
+            # Not valid INI at all: the file fails; the others are still checked.
+            failed, n_sections, n_opts = True, 0, 0
+            project = NAMESPACES[os.path.basename(path)][0]
+            problems = [Problem("error", "?", None, str(e))]
         print(json.dumps({
             "path": path, "failed": failed, "sections": n_sections, "options": n_opts,
             "project": project,
