@@ -68,7 +68,9 @@ pub fn fill_os_rng(text: &str) -> Result<Filled, Vec<Diag>> {
     fill(text, &mut rand::rngs::OsRng)
 }
 
-pub(crate) fn fill_with_bits<R: RngCore + CryptoRng>(
+/// [`fill`] with RSA keys of `bits` bits (at least 1,024): tests and the fuzz targets use small
+/// keys so that a run takes milliseconds instead of seconds.
+pub fn fill_with_bits<R: RngCore + CryptoRng>(
     text: &str,
     rng: &mut R,
     bits: usize,
