@@ -1,5 +1,5 @@
 //! `genpwd::fill`: any passwords.yml is filled or reported; a filled file parses again and keeps
-//! every value that was set. RSA keys are 1,024 bits and the random generator is seeded, so a
+//! every value that was set. RSA keys are 512 bits and the random generator is seeded, so a
 //! run is fast and a crash reproduces.
 #![no_main]
 
@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
-    match genpwd::fill_with_bits(text, &mut rng, 1024) {
+    match genpwd::fill_with_bits(text, &mut rng, 512) {
         Ok(filled) => {
             let before = passwords::parse(text).expect("fill accepted the file, so it parses");
             let after = match passwords::parse(&filled.text) {
