@@ -16,6 +16,21 @@ echo "== Compose target output against the Compose specification schema"
 cargo build -q --bin kstack
 bash hack/compose-validate.sh
 
+echo "== generated OpenStack config files accepted by oslo-config-validator (2025.1 projects)"
+bash hack/test-oslo-validate.sh
+kstack() { cargo run -q --bin kstack -- "$@"; }
+# The whole cloud (cinder too) rendered from a starter config directory; finding no oslo file fails.
+oslo_dir=$(mktemp -d)
+kstack init "$oslo_dir/etc" >/dev/null
+echo 'enable_cinder: "yes"' >>"$oslo_dir/etc/globals.yml"
+kstack genpwd --config-dir "$oslo_dir/etc" >/dev/null
+kstack template --config-dir "$oslo_dir/etc" --config-files "$oslo_dir/files" >/dev/null
+bash hack/oslo-validate.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
+rm -rf "$oslo_dir"
+
+echo "== fuzzing the config loaders (cargo fuzz, ${KSTACK_FUZZ_SECONDS:-20}s per target)"
+bash hack/fuzz.sh "${KSTACK_FUZZ_SECONDS:-20}"
+
 echo "== local control plane failure behaviour"
 bash hack/test-devcluster-failures.sh
 

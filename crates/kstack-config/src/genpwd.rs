@@ -68,7 +68,9 @@ pub fn fill_os_rng(text: &str) -> Result<Filled, Vec<Diag>> {
     fill(text, &mut rand::rngs::OsRng)
 }
 
-pub(crate) fn fill_with_bits<R: RngCore + CryptoRng>(
+/// [`fill`] with RSA keys of `bits` bits (at least 512): tests and the fuzz targets use small
+/// keys so that a run takes milliseconds instead of seconds.
+pub fn fill_with_bits<R: RngCore + CryptoRng>(
     text: &str,
     rng: &mut R,
     bits: usize,
@@ -169,7 +171,7 @@ fn generate<R: RngCore + CryptoRng>(key: &str, rng: &mut R, bits: usize) -> Stri
 
 /// An RSA key pair: PKCS8 PEM private key and OpenSSH `ssh-rsa` public key.
 pub fn ssh_keypair<R: RngCore + CryptoRng>(rng: &mut R, bits: usize) -> (String, String) {
-    // Key generation only fails for unusable sizes; `bits` is a constant >= 1024 here.
+    // Key generation only fails for unusable sizes; `bits` is RSA_BITS, or >= 512 (tests, fuzzing).
     let key = rsa::RsaPrivateKey::new(rng, bits).expect("RSA key generation");
     let pem = key.to_pkcs8_pem(LineEnding::LF).expect("PKCS8 encoding");
     let public = openssh_public_key(&key.e().to_bytes_be(), &key.n().to_bytes_be());
