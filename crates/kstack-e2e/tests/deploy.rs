@@ -412,3 +412,67 @@ async fn a_disabled_service_is_pruned_and_nothing_else() -> anyhow::Result<()> {
     assert_eq!(row["health"], "removed");
     Ok(())
 }
+
+#[tokio::test]
+async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<()> {
+    let small = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n";
+    let cloud = Cloud::new("kstack-rbac", small).await?;
+    // The account, as `kstack template --rbac` renders it, applied by the admin.
+    let out = cloud.run(&["template", "--rbac", "-o", "json"]).await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Value = serde_json::from_slice(&out.stdout)?;
+    let items = list["items"].as_array().context("items")?;
+    assert_eq!(items.len(), 5);
+    for item in items {
+        cloud.cluster.apply(item).await?;
+    }
+
+    // Deploy impersonating system:serviceaccount:<ns>:kstack.
+    let kubeconfig = kube::config::Kubeconfig::read_from(&cloud.kubeconfig)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{}:kstack", cloud.ns.name));
+    let as_kstack = KubeCluster::new(kube::Client::try_from(config)?);
+    let loaded = kstack_config::fs::load_dir(cloud.dir.path())?;
+    let cfg = loaded.config.context("config")?;
+    let rendered = kstack_render::kubernetes::render(&cfg)?;
+    let ns_ref = kstack_engine::ObjectRef::new("Namespace", None, &cloud.ns.name);
+    let observed = kstack_engine::observe(&as_kstack, &cloud.ns.name, &[ns_ref]).await?;
+    let plan = kstack_engine::plan(&rendered, &cfg.catalog, &observed, &Default::default())?;
+    let options = kstack_engine::Options {
+        serial: false,
+        now: "2026-01-01T00:00:00Z".into(),
+    };
+    let report = kstack_engine::deploy(
+        &as_kstack,
+        &plan,
+        &observed,
+        &options,
+        &|_: &kstack_engine::Event| {},
+    )
+    .await?;
+    assert!(
+        report.succeeded(),
+        "{}",
+        report
+            .failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Least privilege: nothing outside its namespace.
+    let outside = as_kstack.list("Secret", "kube-system", "").await;
+    assert!(
+        outside
+            .as_ref()
+            .is_err_and(|e| e.message.contains("forbidden")),
+        "{outside:?}"
+    );
+    let other_ns = kstack_engine::ObjectRef::new("Namespace", None, "kube-system");
+    assert!(as_kstack.get(&other_ns).await.is_err());
+    Ok(())
+}
