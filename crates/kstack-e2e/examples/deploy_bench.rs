@@ -137,6 +137,23 @@ async fn run(serial: bool) -> anyhow::Result<Run> {
         .map(weight)
         .filter(|w| !w.is_zero())
         .collect();
+    // Host-network pods hold node ports: the next run needs this cloud gone first.
+    let namespaces: kube::Api<kstack_k8s::api::core::v1::Namespace> = kube::Api::all(admin);
+    let uid = namespaces
+        .get(&ns.name)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    namespaces
+        .delete(&ns.name, &kube::api::DeleteParams::default())
+        .await?;
+    kube::runtime::wait::await_condition(
+        namespaces,
+        &ns.name,
+        kube::runtime::wait::conditions::is_deleted(&uid),
+    )
+    .await?;
     Ok(Run {
         wall,
         objects: plan.objects.len(),
