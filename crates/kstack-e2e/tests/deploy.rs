@@ -410,6 +410,23 @@ async fn a_disabled_service_is_pruned_and_nothing_else() -> anyhow::Result<()> {
         .find(|r| r["service"] == "horizon")
         .context("horizon row")?;
     assert_eq!(row["health"], "removed");
+    // The history keeps horizon's generation.
+    let out = cloud.run(&["history", "horizon", "-o", "json"]).await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history: Vec<Value> = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["generation"], 1);
+    assert_eq!(history[0]["state"], "healthy");
+    assert!(
+        history[0]["images"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("horizon")
+    );
     Ok(())
 }
 
