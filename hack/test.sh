@@ -48,6 +48,7 @@ trap 'bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
 bash hack/devcluster.sh down >/dev/null 2>&1 || true
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
 export KSTACK_E2E_KUBECONFIG
+cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
 cargo test -p kstack-e2e
 
 echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"

@@ -57,6 +57,21 @@ pub enum DeployCommand {
         after_help = "Examples:\n  kstack status\n  kstack status -o json | jq '.[] | select(.health != \"healthy\")'\n\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config."
     )]
     Status(StatusArgs),
+    /// The recorded generations of every service (or one): time, state, config hash, images.
+    #[command(
+        after_help = "Examples:\n  kstack history\n  kstack history keystone -o json\n\nGenerations are stored in the cluster (ConfigMaps kstack-release-<service>-<gen>), so the\nhistory survives the machine that ran kstack.\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config."
+    )]
+    History(HistoryArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Only this service.
+    pub service: Option<String>,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 #[derive(Debug, clap::Args)]
@@ -110,6 +125,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
         DeployCommand::Deploy(a) => &a.target,
         DeployCommand::Plan(a) => &a.target,
         DeployCommand::Status(a) => &a.target,
+        DeployCommand::History(a) => &a.target,
     };
     let Some(config) = load(target)? else {
         return Ok(ExitCode::from(2));
@@ -124,6 +140,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
             DeployCommand::Deploy(args) => deploy(args, &config, &rendered).await,
             DeployCommand::Plan(args) => plan(args, &config, &rendered).await,
             DeployCommand::Status(args) => status(args, &config, &rendered).await,
+            DeployCommand::History(args) => history(args, &config, &rendered).await,
         }
     })
 }
@@ -399,6 +416,70 @@ async fn status(
             );
         }
         other => print_data(other, &rows)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn history(
+    args: HistoryArgs,
+    config: &Config,
+    rendered: &Rendered,
+) -> anyhow::Result<ExitCode> {
+    let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
+    let mut records: Vec<&kstack_engine::ServiceRecord> = c
+        .observed
+        .history
+        .services
+        .iter()
+        .filter(|(s, _)| args.service.as_ref().is_none_or(|want| want == *s))
+        .flat_map(|(_, gens)| gens.values())
+        .collect();
+    records.sort_by(|a, b| (&a.service, a.generation).cmp(&(&b.service, b.generation)));
+    if let Some(s) = &args.service
+        && records.is_empty()
+    {
+        eprintln!(
+            "no recorded generation of `{s}` in namespace {}",
+            c.plan.namespace
+        );
+    }
+    match args.output {
+        Output::Table => {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::NOTHING);
+            t.set_header([
+                "SERVICE",
+                "GENERATION",
+                "DEPLOY",
+                "TIME",
+                "STATE",
+                "CONFIG HASH",
+                "IMAGES",
+            ]);
+            for r in &records {
+                t.add_row([
+                    r.service.clone(),
+                    r.generation.to_string(),
+                    r.deploy_generation.to_string(),
+                    r.time.clone(),
+                    r.state.to_string(),
+                    r.config_hash.clone(),
+                    r.images.join(" "),
+                ]);
+            }
+            println!("{t}");
+        }
+        other => {
+            // The manifests are for rollback, not for reading.
+            let rows: Vec<kstack_engine::ServiceRecord> = records
+                .into_iter()
+                .map(|r| kstack_engine::ServiceRecord {
+                    manifests: Vec::new(),
+                    ..r.clone()
+                })
+                .collect();
+            print_data(other, &rows)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

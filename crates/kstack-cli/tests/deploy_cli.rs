@@ -1,0 +1,95 @@
+//! `kstack deploy`, `plan` and `status` without a cluster: bad input exits 2 before any cluster
+//! is contacted, with the diagnostic naming file, line and field; a cluster that cannot be
+//! reached exits 1. `template --rbac` renders the deployer's account.
+use std::process::Command;
+
+fn kstack(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kstack"))
+        .args(args)
+        .env_remove("KSTACK_CONFIG_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kstack")
+}
+
+fn config_dir(globals: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    std::fs::write(tmp.path().join("globals.yml"), globals).unwrap();
+    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+    tmp
+}
+
+#[test]
+fn invalid_timeouts_exit_2_naming_the_field_before_touching_a_cluster() {
+    let tmp = config_dir("kstack_timeouts:\n  keystone: soon\n");
+    let d = tmp.path().to_str().unwrap();
+    for cmd in ["deploy", "plan", "status"] {
+        // The kubeconfig does not exist: reaching for the cluster would fail with exit 1.
+        let out = kstack(&[cmd, "--config-dir", d, "--kubeconfig", "/nonexistent"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
+        assert!(stderr.contains("kstack_timeouts.keystone"), "{stderr}");
+        assert!(stderr.contains("globals.yml"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn an_unreachable_cluster_exits_1() {
+    let tmp = config_dir("kubernetes_namespace: \"x\"\n");
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&["deploy", "--config-dir", d, "--kubeconfig", "/nonexistent"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/nonexistent"), "{stderr}");
+}
+
+#[test]
+fn template_rbac_is_least_privilege() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-a\"\n");
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&["template", "--rbac", "-o", "json", "--config-dir", d]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut kinds: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ServiceAccount"
+        ]
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("\"*\""),
+        "no wildcard verbs or resources: {text}"
+    );
+    for o in list["items"].as_array().unwrap() {
+        if o["kind"] == "ClusterRole" {
+            let rules = o["rules"].as_array().unwrap();
+            // Only the one namespace can be read or changed.
+            assert!(
+                rules
+                    .iter()
+                    .all(|r| r["verbs"] == serde_json::json!(["create"])
+                        || r["resourceNames"] == serde_json::json!(["cloud-a"])),
+                "{rules:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! `kstack deploy` on the real local control plane, each test in a namespace of its own: the
+//! whole default cloud becomes healthy and a second deploy writes nothing; a deploy killed with
+//! SIGKILL converges when run again, running every Job once; a service whose pods never become
+//! ready fails the deploy and none of its dependents is started; a disabled service is pruned.
+//!
+//! The tests run the `kstack` binary (`$KSTACK_BIN`, else `target/debug/kstack`; hack/test.sh
+//! builds it first) with a config directory made by `kstack init` + `kstack genpwd`.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use futures::TryStreamExt;
+use kstack_e2e::{TempNamespace, client};
+use kstack_engine::Cluster;
+use kstack_engine::cluster::NAMESPACED_KINDS;
+use kstack_kube::KubeCluster;
+use kube::runtime::WatchStreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+/// Host-network services (Nova, Neutron, Open vSwitch agents) bind node ports, so only one
+/// cloud per cluster can run them: only the whole-cloud test deploys them, the others leave
+/// them out and can run in parallel.
+const NO_HOST_NETWORK: &str = "enable_nova: \"no\"\nenable_neutron: \"no\"\nenable_openvswitch: \"no\"\nenable_placement: \"yes\"\n";
+
+fn kstack_bin() -> anyhow::Result<PathBuf> {
+    let path = match std::env::var_os("KSTACK_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../target/debug/kstack"
+        )),
+    };
+    if !path.exists() {
+        bail!(
+            "{} does not exist: run `cargo build --bin kstack` first (hack/test.sh does)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+struct Cloud {
+    dir: tempfile::TempDir,
+    kubeconfig: String,
+    ns: TempNamespace,
+    cluster: KubeCluster,
+}
+
+impl Cloud {
+    /// A temp namespace and a config directory deploying into it, with `extra` globals.
+    async fn new(prefix: &str, extra: &str) -> anyhow::Result<Cloud> {
+        let client = client().await?;
+        let ns = TempNamespace::new(&client, prefix).await?;
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = std::env::var("KSTACK_E2E_KUBECONFIG")?;
+        let cloud = Cloud {
+            dir,
+            kubeconfig,
+            cluster: KubeCluster::new(client),
+            ns,
+        };
+        cloud
+            .run(&["init", cloud.dir.path().to_str().unwrap()])
+            .await?;
+        cloud.set_globals(extra)?;
+        let out = cloud.run(&["genpwd"]).await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "genpwd: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(cloud)
+    }
+
+    fn set_globals(&self, extra: &str) -> anyhow::Result<()> {
+        let path = self.dir.path().join("globals.yml");
+        std::fs::write(
+            &path,
+            format!("kubernetes_namespace: \"{}\"\n{extra}\n", self.ns.name),
+        )?;
+        Ok(())
+    }
+
+    fn command(&self, args: &[&str]) -> anyhow::Result<Command> {
+        let mut c = Command::new(kstack_bin()?);
+        c.args(args)
+            .env("KSTACK_CONFIG_DIR", self.dir.path())
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::null());
+        Ok(c)
+    }
+
+    async fn run(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Ok(self.command(args)?.output().await?)
+    }
+
+    /// `kstack deploy -o json`: exit code and the report.
+    async fn deploy(&self) -> anyhow::Result<(i32, Value, String)> {
+        let out = self.run(&["deploy", "-o", "json"]).await?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("deploy printed no report; stderr:\n{stderr}"))?;
+        Ok((out.status.code().unwrap_or(-1), report, stderr))
+    }
+
+    /// Every kstack-owned object of the namespace, by kind.
+    async fn objects(&self) -> anyhow::Result<Vec<Value>> {
+        let mut all = Vec::new();
+        for kind in NAMESPACED_KINDS {
+            all.extend(
+                self.cluster
+                    .list(kind, &self.ns.name, "app.kubernetes.io/managed-by=kstack")
+                    .await?,
+            );
+        }
+        Ok(all)
+    }
+
+    async fn of_service(&self, service: &str) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for kind in NAMESPACED_KINDS {
+            for o in self
+                .cluster
+                .list(
+                    kind,
+                    &self.ns.name,
+                    &format!("app.kubernetes.io/name={service}"),
+                )
+                .await?
+            {
+                out.push(format!(
+                    "{kind}/{}",
+                    o["metadata"]["name"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn status(&self) -> anyhow::Result<Vec<Value>> {
+        let out = self.run(&["status", "-o", "json"]).await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+}
+
+#[tokio::test]
+async fn the_default_cloud_becomes_healthy_and_a_second_deploy_writes_nothing() -> anyhow::Result<()>
+{
+    let cloud = Cloud::new("kstack-deploy", "").await?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "deploy failed:\n{stderr}");
+    assert_eq!(report["succeeded"], true);
+    assert_eq!(report["generation"], 1);
+    let status = cloud.status().await?;
+    assert!(status.len() >= 20, "{status:?}");
+    for s in &status {
+        assert_eq!(s["health"], "healthy", "{s}");
+        assert!(s["desired"].as_i64().unwrap() >= 1, "{s}");
+        assert_eq!(s["ready"], s["desired"], "{s}");
+        assert_eq!(s["generation"], 1, "{s}");
+        assert_eq!(s["recorded"], "healthy", "{s}");
+    }
+    // Every Job succeeded.
+    let jobs = cloud
+        .cluster
+        .list("Job", &cloud.ns.name, "app.kubernetes.io/managed-by=kstack")
+        .await?;
+    assert!(!jobs.is_empty());
+    for j in &jobs {
+        assert_eq!(j["status"]["succeeded"], 1, "{}", j["metadata"]["name"]);
+    }
+
+    let (code, again, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "second deploy failed:\n{stderr}");
+    assert_eq!(again["writes"], 0, "{again}");
+    assert_eq!(
+        again["api_requests"]["writes"], 0,
+        "the API server saw writes: {again}"
+    );
+    assert_eq!(again["generation"], 1);
+
+    let plan = cloud.run(&["plan", "-o", "json"]).await?;
+    assert!(plan.status.success());
+    let rows: Vec<Value> = serde_json::from_slice(&plan.stdout)?;
+    assert!(rows.is_empty(), "plan after deploy: {rows:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deploy_killed_midway_converges_when_run_again() -> anyhow::Result<()> {
+    // Delays so the deploy is killed while Jobs and rollouts are in flight.
+    let extra = format!(
+        "{NO_HOST_NETWORK}kstack_pod_labels:\n  keystone: {{kstack.io/dev-complete-delay: 3s, kstack.io/dev-ready-delay: 2s}}\n  mariadb: {{kstack.io/dev-complete-delay: 2s, kstack.io/dev-ready-delay: 2s}}\n  glance-api: {{kstack.io/dev-complete-delay: 2s}}\n"
+    );
+    let cloud = Cloud::new("kstack-kill", &extra).await?;
+    let mut child = cloud
+        .command(&["deploy"])?
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    let mut lines = BufReader::new(child.stderr.take().context("stderr")?).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await? {
+        seen.push(line.clone());
+        // Killed while keystone's bootstrap Job is running: objects applied, Job in flight.
+        if line.contains("start keystone: job") {
+            break;
+        }
+    }
+    // Wait (through a watch) until keystone's Job exists, so the kill lands while it runs.
+    let jobs: kube::Api<kstack_k8s::api::batch::v1::Job> =
+        kube::Api::namespaced(client().await?, &cloud.ns.name);
+    let created = kube::runtime::watcher(
+        jobs,
+        kube::runtime::watcher::Config::default().labels("app.kubernetes.io/name=keystone"),
+    )
+    .applied_objects();
+    futures::pin_mut!(created);
+    tokio::time::timeout(kstack_e2e::WAIT, created.try_next())
+        .await
+        .context("keystone's Job was not created")??;
+    child.start_kill()?; // SIGKILL
+    child.wait().await?;
+    assert!(
+        seen.iter().any(|l| l.contains("start keystone: job")),
+        "the deploy ended before it reached keystone's Job:\n{}",
+        seen.join("\n")
+    );
+    let jobs_before: BTreeMap<String, String> = cloud
+        .cluster
+        .list("Job", &cloud.ns.name, "app.kubernetes.io/managed-by=kstack")
+        .await?
+        .iter()
+        .map(|j| {
+            (
+                j["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                j["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        jobs_before.keys().any(|j| j.starts_with("keystone-")),
+        "{jobs_before:?}"
+    );
+
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "resumed deploy failed:\n{stderr}");
+    assert_eq!(report["succeeded"], true);
+
+    // No duplicates: one Job per service task, one ConfigMap per service container.
+    let objects = cloud.objects().await?;
+    let mut per_task: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for o in objects.iter().filter(|o| o["kind"] == "Job") {
+        let l = &o["metadata"]["labels"];
+        let key = (
+            l["app.kubernetes.io/name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            l["kstack.io/task"].as_str().unwrap_or_default().to_owned(),
+        );
+        *per_task.entry(key).or_default() += 1;
+        // Ran once: one successful pod, no failed one; a Job that existed before the kill is
+        // the same object (never deleted and re-created).
+        assert_eq!(o["status"]["succeeded"], 1, "{}", o["metadata"]["name"]);
+        assert!(o["status"]["failed"].is_null(), "{}", o["metadata"]["name"]);
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some(uid) = jobs_before.get(name) {
+            assert_eq!(
+                o["metadata"]["uid"].as_str(),
+                Some(uid.as_str()),
+                "{name} was re-created"
+            );
+        }
+    }
+    assert!(per_task.values().all(|n| *n == 1), "{per_task:?}");
+    let workloads = objects
+        .iter()
+        .filter(|o| {
+            ["Deployment", "StatefulSet", "DaemonSet"]
+                .contains(&o["kind"].as_str().unwrap_or_default())
+        })
+        .count();
+    let status = cloud.status().await?;
+    assert_eq!(workloads, status.len());
+    assert!(
+        status.iter().all(|s| s["health"] == "healthy"),
+        "{status:?}"
+    );
+
+    let (_, again, _) = cloud.deploy().await?;
+    assert_eq!(again["api_requests"]["writes"], 0, "not converged: {again}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_service_that_never_becomes_ready_fails_the_deploy_and_starts_no_dependent()
+-> anyhow::Result<()> {
+    let extra = format!(
+        "{NO_HOST_NETWORK}kstack_pod_labels:\n  keystone: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  keystone: 15\n"
+    );
+    let cloud = Cloud::new("kstack-never", &extra).await?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 3, "expected exit code 3:\n{stderr}");
+    assert_eq!(report["succeeded"], false);
+    let failure = &report["failures"][0];
+    assert_eq!(failure["service"], "keystone");
+    assert_eq!(failure["condition"], "rollout_complete");
+    assert!(stderr.contains("service keystone: step `keystone: healthy` failed waiting for \"rollout complete, every pod ready\": timed out after 15s"), "{stderr}");
+    assert!(
+        stderr.contains("ContainersNotReady"),
+        "the pods' reason is shown:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("container keystone: running, not ready"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not started"), "{stderr}");
+    let not_started: Vec<&str> = report["not_started"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for dependent in [
+        "glance-api",
+        "placement-api",
+        "horizon",
+        "heat-api",
+        "heat-engine",
+    ] {
+        assert!(
+            not_started.contains(&format!("{dependent}: config").as_str()),
+            "{dependent}: {not_started:?}"
+        );
+        let objects = cloud.of_service(dependent).await?;
+        assert!(objects.is_empty(), "{dependent} was started: {objects:?}");
+    }
+    // What does not depend on keystone was deployed.
+    let status = cloud.status().await?;
+    let health = |s: &str| {
+        status
+            .iter()
+            .find(|r| r["service"] == s)
+            .map(|r| r["health"].clone())
+    };
+    assert_eq!(health("mariadb"), Some("healthy".into()));
+    assert_eq!(health("memcached"), Some("healthy".into()));
+    assert_eq!(health("keystone"), Some("progressing".into()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_disabled_service_is_pruned_and_nothing_else() -> anyhow::Result<()> {
+    let small =
+        "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\nenable_horizon: \"yes\"\n";
+    let cloud = Cloud::new("kstack-prune", small).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let horizon = cloud.of_service("horizon").await?;
+    assert!(
+        horizon.iter().any(|o| o == "Deployment/horizon"),
+        "{horizon:?}"
+    );
+    // An object kstack does not own, labelled like horizon's: it must survive.
+    let foreign = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "not-kstacks", "namespace": cloud.ns.name, "labels": {"app.kubernetes.io/name": "horizon"}},
+        "data": {"a": "b"},
+    });
+    cloud.cluster.apply(&foreign).await?;
+    let keystone_before = cloud.of_service("keystone").await?;
+
+    cloud.set_globals(&small.replace("enable_horizon: \"yes\"", "enable_horizon: \"no\""))?;
+    let plan = cloud.run(&["plan", "-o", "json"]).await?;
+    let rows: Vec<Value> = serde_json::from_slice(&plan.stdout)?;
+    assert!(
+        !rows.is_empty()
+            && rows
+                .iter()
+                .all(|r| r["action"] == "prune" && r["service"] == "horizon"),
+        "{rows:?}"
+    );
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        report["pruned"].as_array().unwrap().len(),
+        horizon.len(),
+        "{report}"
+    );
+    assert_eq!(
+        cloud.of_service("horizon").await?,
+        ["ConfigMap/not-kstacks"]
+    );
+    assert_eq!(cloud.of_service("keystone").await?, keystone_before);
+    let status = cloud.status().await?;
+    let row = status
+        .iter()
+        .find(|r| r["service"] == "horizon")
+        .context("horizon row")?;
+    assert_eq!(row["health"], "removed");
+    // The history keeps horizon's generation.
+    let out = cloud.run(&["history", "horizon", "-o", "json"]).await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history: Vec<Value> = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["generation"], 1);
+    assert_eq!(history[0]["state"], "healthy");
+    assert!(
+        history[0]["images"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("horizon")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<()> {
+    let small = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n";
+    let cloud = Cloud::new("kstack-rbac", small).await?;
+    // The account, as `kstack template --rbac` renders it, applied by the admin.
+    let out = cloud.run(&["template", "--rbac", "-o", "json"]).await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Value = serde_json::from_slice(&out.stdout)?;
+    let items = list["items"].as_array().context("items")?;
+    assert_eq!(items.len(), 5);
+    for item in items {
+        cloud.cluster.apply(item).await?;
+    }
+
+    // Deploy impersonating system:serviceaccount:<ns>:kstack.
+    let kubeconfig = kube::config::Kubeconfig::read_from(&cloud.kubeconfig)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{}:kstack", cloud.ns.name));
+    let as_kstack = KubeCluster::new(kube::Client::try_from(config)?);
+    let loaded = kstack_config::fs::load_dir(cloud.dir.path())?;
+    let cfg = loaded.config.context("config")?;
+    let rendered = kstack_render::kubernetes::render(&cfg)?;
+    let ns_ref = kstack_engine::ObjectRef::new("Namespace", None, &cloud.ns.name);
+    let observed = kstack_engine::observe(&as_kstack, &cloud.ns.name, &[ns_ref]).await?;
+    let plan = kstack_engine::plan(&rendered, &cfg.catalog, &observed, &Default::default())?;
+    let options = kstack_engine::Options {
+        serial: false,
+        now: "2026-01-01T00:00:00Z".into(),
+    };
+    let report = kstack_engine::deploy(
+        &as_kstack,
+        &plan,
+        &observed,
+        &options,
+        &|_: &kstack_engine::Event| {},
+    )
+    .await?;
+    assert!(
+        report.succeeded(),
+        "{}",
+        report
+            .failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Least privilege: nothing outside its namespace.
+    let outside = as_kstack.list("Secret", "kube-system", "").await;
+    assert!(
+        outside
+            .as_ref()
+            .is_err_and(|e| e.message.contains("forbidden")),
+        "{outside:?}"
+    );
+    let other_ns = kstack_engine::ObjectRef::new("Namespace", None, "kube-system");
+    assert!(as_kstack.get(&other_ns).await.is_err());
+    Ok(())
+}
