@@ -193,7 +193,15 @@ fn invalid_globals_give_the_same_diagnostics_as_the_kubernetes_target() {
         None,
     );
     let deploy = kstack(
-        &["deploy", "--target", "compose", "--config-dir", &d, "--compose-dir", o],
+        &[
+            "deploy",
+            "--target",
+            "compose",
+            "--config-dir",
+            &d,
+            "--compose-dir",
+            o,
+        ],
         None,
     );
     let stderr = text(&compose.stderr);

@@ -437,8 +437,10 @@ pub fn plan(
 
 /// Owned objects in the namespace that are not desired. For an enabled service, objects that a
 /// recorded generation still points at (older content-named ConfigMaps, Secrets, Jobs) are
-/// kept for rollback, and claims are kept because the StatefulSet controller made them for its
-/// replicas. Release records and objects without a service label are never pruned.
+/// kept for rollback. Claims are never pruned, even of a disabled service: they hold the
+/// service's data (databases, images, keys), and disabling a service must not destroy it;
+/// enabling it again finds its data where it was. Deleting a claim is the operator's decision.
+/// Release records and objects without a service label are never pruned.
 fn prune_candidates(
     objects: &[PlannedObject],
     enabled: &BTreeSet<String>,
@@ -458,9 +460,10 @@ fn prune_candidates(
         if wanted.contains(r) {
             continue;
         }
-        if enabled.contains(service)
-            && (r.kind == "PersistentVolumeClaim" || r.kind == "Job" || referenced.contains(r))
-        {
+        if r.kind == "PersistentVolumeClaim" {
+            continue;
+        }
+        if enabled.contains(service) && (r.kind == "Job" || referenced.contains(r)) {
             continue;
         }
         out.push(r.clone());

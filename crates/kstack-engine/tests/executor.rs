@@ -409,3 +409,33 @@ async fn a_disabled_service_is_pruned_and_nothing_kstack_does_not_own() {
         .get(&ObjectRef::new("Namespace", None, "openstack"))
         .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_disabled_service_keeps_its_claims() {
+    let fake = FakeCluster::new();
+    run(
+        &fake,
+        &config(Globals::default()),
+        false,
+        &Timeouts::default(),
+    )
+    .await;
+    let owned = |kind: &str| -> Vec<ObjectRef> {
+        fake.objects()
+            .into_iter()
+            .filter(|r| r.kind == kind)
+            .filter(|r| {
+                fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == "glance-api"
+            })
+            .collect()
+    };
+    let claims = owned("PersistentVolumeClaim");
+    assert!(!claims.is_empty(), "glance-api has a claim for its images");
+    let vars = json!({"enable_glance": "no"}).as_object().unwrap().clone();
+    let cfg = config(Globals::from_vars(&vars.into_iter().collect()).unwrap());
+    let (plan, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    assert!(report.succeeded());
+    assert!(owned("Deployment").is_empty(), "the workload is pruned");
+    assert_eq!(owned("PersistentVolumeClaim"), claims, "the data is kept");
+    assert!(plan.prune.iter().all(|r| r.kind != "PersistentVolumeClaim"));
+}
