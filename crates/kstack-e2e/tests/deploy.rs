@@ -28,10 +28,13 @@ const NO_HOST_NETWORK: &str = "enable_nova: \"no\"\nenable_neutron: \"no\"\nenab
 fn kstack_bin() -> anyhow::Result<PathBuf> {
     let path = match std::env::var_os("KSTACK_BIN") {
         Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../target/debug/kstack"
-        )),
+        // The test binary is <target>/<profile>/deps/deploy-<hash>; kstack is built into
+        // <target>/<profile>/, wherever CARGO_TARGET_DIR puts <target>.
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|deps| deps.parent())
+            .map(|profile| profile.join("kstack"))
+            .context("locating the target directory from the test binary")?,
     };
     if !path.exists() {
         bail!(
