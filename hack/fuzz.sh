@@ -31,10 +31,6 @@ else
   export RUSTC_BOOTSTRAP=1
   echo "== toolchain: $(rustc --version) with RUSTC_BOOTSTRAP=1 (no nightly toolchain)" >&2
 fi
-# In CI the main build goes to $CARGO_TARGET_DIR (cached); the fuzz build goes beside it.
-if [ -n "${CARGO_TARGET_DIR:-}" ]; then
-  export CARGO_TARGET_DIR=$CARGO_TARGET_DIR/fuzz
-fi
 
 # Seeds. The corpus directories are gitignored and grow with what libFuzzer finds.
 seed() { mkdir -p "fuzz/corpus/$1" && cp "$2" "fuzz/corpus/$1/seed-$(basename "$2")"; }
@@ -80,6 +76,11 @@ seed config_dir "$tmp/config-dir.txt"
 } >"$tmp/config-dir-kolla.txt"
 seed config_dir "$tmp/config-dir-kolla.txt"
 
+# In CI the main build goes to $CARGO_TARGET_DIR (cached); the fuzz build goes beside it. Set
+# only now: the seeding above runs the kstack binary of the main build.
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  export CARGO_TARGET_DIR=$CARGO_TARGET_DIR/fuzz
+fi
 cd fuzz
 # Release build with debug assertions (overflow checks on). No sanitizer: the loaders forbid
 # unsafe code, and without ASan a short CI run gets several times more executions.
