@@ -16,7 +16,8 @@
 //! | Deployment / StatefulSet / DaemonSet         | one Compose service per container, `restart: always`               |
 //! | role `nodeSelector`, DaemonSet placement     | ignored: every role is this node                                   |
 //! | readiness/liveness/startup probe             | `healthcheck` running the image's Kolla check script               |
-//! | Job per bootstrap task                       | one-shot service `<service>-<task>`, `restart: "no"`               |
+//! | Job per bootstrap task ([`crate::tasks`])    | one-shot service `<service>-<task>`, `restart: "no"`               |
+//! | task env from a Secret (`secretKeyRef`)      | 0600 files exported by the task's command ([`secret_env_command`]) |
 //! | the engine's order (`after`, `needs`, deps)  | `depends_on`: `service_completed_successfully` for tasks, `service_healthy` for services |
 //! | PersistentVolumeClaim                        | named volume `<service>-<volume>`                                    |
 //! | hostPath volume                              | bind mount (`create_host_path`)                                    |
@@ -35,26 +36,19 @@
 //! given, with the catalog's timings (kolla-ansible's defaults: interval 30 s, timeout 30 s,
 //! 3 retries, start period 5 s).
 //!
-//! Bootstrap tasks become one-shot services the long-running containers wait for:
-//! - `kolla_bootstrap`: the container's image and config with `KOLLA_BOOTSTRAP=""` (as the
-//!   Kubernetes Job);
-//! - `command`: the task's image (the service's first image by default) with the task's
-//!   command replacing the image's `CMD` (the entrypoint, dumb-init, stays), the first
-//!   container's config and data volumes, and the task's environment;
-//! - `db_create`: the mariadb-server image's `mysql` client runs a generated SQL file
-//!   (`CREATE DATABASE/USER IF NOT EXISTS`, the password set again, `GRANT ALL` on each
-//!   database), reading the root password from a client option file;
-//! - `keystone_register`: for Keystone itself `keystone-manage bootstrap` in the keystone image
-//!   (admin user, project, role, identity endpoints); for other services the `openstack` client
-//!   in the kolla-toolbox image creates what is missing (service, internal and public
-//!   endpoints, project `service`, the service user with the admin role there) and sets the
-//!   user's password again.
+//! Bootstrap tasks become one-shot services the long-running containers wait for. What a task
+//! runs (image, arguments, literal env, env from passwords.yml, files) is defined once, for both
+//! targets, in [`crate::tasks`]; only the mechanics are Compose's:
+//! - the task's files are a config directory bind-mounted read-only at Kolla's config path:
+//!   the container's own (`config/<service>/<container>/`) when the task uses a container's
+//!   config, else one of its own (`config/<service>/tasks/<task>/`), secret files 0600;
+//! - secret env is never an environment literal: the values are 0600 files of
+//!   `config/<service>/tasks/<task>-env/`, mounted at [`TASK_ENV_DIR`], and the task runs as
+//!   root only to export them before it runs its command as the image user
+//!   ([`secret_env_command`]).
 //!
-//! The last two get a config directory of their own (`config/<service>/tasks/<task>/`) whose
-//! `config.json` copies a script and the files holding passwords into the container with the
-//! image user as owner; the password files are written with mode 0600 and no password is ever
-//! in `compose.yaml` (no environment literal, no command argument). Every task is safe to run
-//! again: `docker compose up` starts completed one-shot services again.
+//! No password is ever in `compose.yaml` (no environment literal, no command argument). Every
+//! task is safe to run again: `docker compose up` starts completed one-shot services again.
 //!
 //! Architecture invariant: no IO here; writing the files and running `docker compose` is the
 //! CLI's job.
@@ -359,17 +353,9 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
     let all_files = render_files(config, Target::Compose)?;
     let mut files: BTreeMap<(String, String), Vec<RenderedFile>> = all_files
         .iter()
-        .cloned()
         // Per-host variants exist only for Kubernetes DaemonSets; one node has no others.
         .filter(|cf| cf.host.is_none())
-        .map(
-            |ContainerFiles {
-                 service,
-                 container,
-                 files,
-                 ..
-             }| ((service, container), files),
-        )
+        .map(|cf| ((cf.service.clone(), cf.container.clone()), cf.files.clone()))
         .collect();
 
     let mut out = Builder::default();

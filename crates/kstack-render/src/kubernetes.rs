@@ -16,10 +16,10 @@
 //!   a Secret when the file carries a passwords.yml value, else a ConfigMap; each container
 //!   mounts its `config.json` and files as one projected volume at `/var/lib/kolla/config_files`;
 //! - a Job per bootstrap task, named `<service>-<task>-<hash of the Job spec>` and labelled
-//!   with [`NAME_LABEL`] and [`TASK_LABEL`]: `kolla_bootstrap` (same image and config,
-//!   `KOLLA_BOOTSTRAP=""`), `db_create` (the MariaDB client with a mounted Secret holding the
-//!   client config and the SQL), `keystone_register` (the `openstack` CLI in kolla-toolbox with
-//!   a mounted `clouds.yaml`; Keystone itself runs `keystone-manage bootstrap`), `command`.
+//!   with [`NAME_LABEL`] and [`TASK_LABEL`]. What the task runs (image, arguments, env, files)
+//!   is defined once for both targets in [`crate::tasks`]; here its files become ConfigMaps and
+//!   Secrets projected at [`KOLLA_CONFIG_DIR`] and its secret env a `secretKeyRef` on an
+//!   immutable Secret.
 //!
 //! No secret is ever an env literal: passwords reach env only through `secretKeyRef`.
 
