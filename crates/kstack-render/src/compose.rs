@@ -591,5 +591,19 @@ fn task(
         s.user = Some("root".to_owned());
         s.command = Some(secret_env_command(&spec.user, spec.args.as_deref()));
     }
+    // Compose interpolates `$` in the file; the container must see the words as given.
+    if let Some(cmd) = s.command.as_mut() {
+        for w in cmd {
+            *w = literal(w);
+        }
+    }
+    for v in s.environment.values_mut() {
+        *v = literal(v);
+    }
     Ok((s, dirs))
+}
+
+/// A string as a Compose literal: `$` doubled, so Compose interpolation leaves it as it is.
+pub fn literal(s: &str) -> String {
+    s.replace('$', "$$")
 }
