@@ -291,11 +291,7 @@ pub fn task_spec(
                 ],
             ))
         }
-        BootstrapKind::KeystoneRegister {
-            service_name,
-            service_type,
-            endpoints,
-        } if service.project == "keystone" => {
+        BootstrapKind::KeystoneRegister { service_name, .. } if service.project == "keystone" => {
             // Keystone registers itself: `keystone-manage bootstrap` in its own image with the
             // keystone container's config; the admin password is env from passwords.yml.
             password(config, name, &t.name, "keystone_admin_password")?;
@@ -321,7 +317,6 @@ pub fn task_spec(
             .iter()
             .map(|w| (*w).to_owned())
             .collect();
-            let _ = (service_type, endpoints);
             Ok(TaskSpec {
                 service: name.to_owned(),
                 task: t.name.clone(),
