@@ -114,8 +114,23 @@ pub enum RenderError {
         template: String,
     },
     /// A passwords.yml value a bootstrap task needs is missing or empty.
-    #[error("service {service}: passwords.yml has no value for `{key}`; run `kstack genpwd`")]
-    MissingPassword { service: String, key: String },
+    #[error(
+        "service {service}, bootstrap task {task}: passwords.yml has no value for `{key}`; run `kstack genpwd`"
+    )]
+    MissingPassword {
+        service: String,
+        task: String,
+        key: String,
+    },
+    /// A bootstrap task names a container its service does not have.
+    #[error(
+        "service {service}, bootstrap task {task}: `{container}` is not a container of the service; fix the task's `container` in catalog.yml"
+    )]
+    UnknownTaskContainer {
+        service: String,
+        task: String,
+        container: String,
+    },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Override {

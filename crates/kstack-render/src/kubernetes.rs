@@ -16,10 +16,10 @@
 //!   a Secret when the file carries a passwords.yml value, else a ConfigMap; each container
 //!   mounts its `config.json` and files as one projected volume at `/var/lib/kolla/config_files`;
 //! - a Job per bootstrap task, named `<service>-<task>-<hash of the Job spec>` and labelled
-//!   with [`NAME_LABEL`] and [`TASK_LABEL`]: `kolla_bootstrap` (same image and config,
-//!   `KOLLA_BOOTSTRAP=""`), `db_create` (the MariaDB client with a mounted Secret holding the
-//!   client config and the SQL), `keystone_register` (the `openstack` CLI in kolla-toolbox with
-//!   a mounted `clouds.yaml`; Keystone itself runs `keystone-manage bootstrap`), `command`.
+//!   with [`NAME_LABEL`] and [`TASK_LABEL`]. What the task runs (image, arguments, env, files)
+//!   is defined once for both targets in [`crate::tasks`]; here its files become ConfigMaps and
+//!   Secrets projected at [`KOLLA_CONFIG_DIR`] and its secret env a `secretKeyRef` on an
+//!   immutable Secret.
 //!
 //! No secret is ever an env literal: passwords reach env only through `secretKeyRef`.
 
@@ -44,14 +44,13 @@ use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_k8s::k8s_openapi::ByteString;
-use kstack_model::catalog::{self, BootstrapKind, HealthTest, VolumeKind, WorkloadKind};
+use kstack_model::catalog::{self, HealthTest, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::files::{
-    ContainerFiles, RenderError, RenderedFile, Target, carries_secret, render_files, secret_values,
-};
+use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
+use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
@@ -346,8 +345,6 @@ pub const TASK_LABEL: &str = "kstack.io/task";
 pub const VARIANT_LABEL: &str = "kstack.io/variant";
 /// The node label a per-host variant is pinned by.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-/// Where the db_create and keystone_register Jobs mount their files.
-const TASK_FILES_DIR: &str = "/var/lib/kstack/task";
 
 /// Renders every enabled service of a loaded config directory, plus the namespace.
 pub fn render(config: &Config) -> Result<Rendered, RenderError> {
@@ -356,7 +353,6 @@ pub fn render(config: &Config) -> Result<Rendered, RenderError> {
     let r = Renderer {
         config,
         globals,
-        secrets: secret_values(&config.passwords),
         files: &files,
     };
     let mut objects = vec![Object::Namespace(namespace(globals))];
@@ -375,7 +371,6 @@ pub fn render(config: &Config) -> Result<Rendered, RenderError> {
 struct Renderer<'a> {
     config: &'a Config,
     globals: &'a Globals,
-    secrets: Vec<&'a str>,
     files: &'a [ContainerFiles],
 }
 
@@ -594,69 +589,7 @@ fn secret_env(
     (secret, vars)
 }
 
-/// Quotes a word for bash when it holds anything but plain characters.
-fn shell_word(w: &str) -> String {
-    if !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
-    {
-        w.to_owned()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
-}
-
-/// A one-off command in a Kolla image: the config files are copied first (`kolla_set_configs`),
-/// as kolla-ansible does for its one-off containers. Commands that are already `kolla_start`
-/// or a shell are kept as they are.
-fn one_off_args(command: &[String]) -> Vec<String> {
-    match command.first().map(String::as_str) {
-        Some("kolla_start" | "bash" | "sh") | None => command.to_vec(),
-        Some(_) => {
-            let words: Vec<String> = command.iter().map(|w| shell_word(w)).collect();
-            vec![
-                "bash".into(),
-                "-c".into(),
-                format!("sudo -E kolla_set_configs && exec {}", words.join(" ")),
-            ]
-        }
-    }
-}
-
-/// A SQL string literal.
-fn sql_str(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
-/// A SQL identifier.
-fn sql_ident(s: &str) -> String {
-    format!("`{}`", s.replace('`', "``"))
-}
-
-/// A MySQL option file value, double-quoted.
-fn cnf_str(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
 impl Renderer<'_> {
-    fn password(&self, service: &str, key: &str) -> Result<&str, RenderError> {
-        self.config
-            .passwords
-            .get(key)
-            .ok_or_else(|| RenderError::MissingPassword {
-                service: service.to_owned(),
-                key: key.to_owned(),
-            })
-    }
-
-    fn file(&self, name: &str, content: String) -> RenderedFile {
-        RenderedFile {
-            name: name.to_owned(),
-            secret: carries_secret(&content, &self.secrets),
-            content,
-        }
-    }
-
     /// The files of one container (`host: None`) or of its per-host variant.
     fn container_files(
         &self,
@@ -870,7 +803,9 @@ impl Renderer<'_> {
         }
     }
 
-    /// The objects of one bootstrap task: its Job and the Secrets/ConfigMaps only it mounts.
+    /// The objects of one bootstrap task ([`crate::tasks::task_spec`]): its Job and the
+    /// Secrets/ConfigMaps it mounts; files at [`KOLLA_CONFIG_DIR`], secret env through
+    /// `secretKeyRef`.
     fn task(
         &self,
         name: &str,
@@ -879,424 +814,91 @@ impl Renderer<'_> {
         task: &catalog::BootstrapTask,
     ) -> Result<Vec<Object>, RenderError> {
         let globals = self.globals;
+        let spec = tasks::task_spec(
+            self.config,
+            Target::Kubernetes,
+            self.files,
+            name,
+            service,
+            task,
+        )?;
         let mut out = Vec::new();
-        let (pod, extra) = match &task.task {
-            BootstrapKind::KollaBootstrap { container } => {
-                let c = container
-                    .as_ref()
-                    .and_then(|n| service.containers.iter().find(|c| &c.name == n))
-                    .or_else(|| service.containers.first());
-                let Some(c) = c else { return Ok(out) };
-                let mut env = env(globals, &c.name, true);
-                let secret_pairs = self.bootstrap_secret_env(name, service)?;
-                env.extend(self.bootstrap_literal_env(service));
-                if !secret_pairs.is_empty() {
-                    let pairs: Vec<(&str, &str)> =
-                        secret_pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    let (secret, vars) = secret_env(globals, name, &task.name, &pairs);
-                    out.push(secret);
-                    env.extend(vars);
-                }
-                let pod = self.kolla_pod(name, service, c, parts.get(&c.name), None, env);
-                (pod, Vec::new())
-            }
-            BootstrapKind::Command {
-                image,
-                command,
-                env: extra_env,
-            } => {
-                // The container running the image: one of the service's own, else one of
-                // another enabled service of the project (e.g. nova-conductor's for
-                // discover_hosts), whose config then comes along.
-                let own = image
-                    .as_ref()
-                    .and_then(|i| service.containers.iter().find(|c| &c.image == i));
-                let (src_name, src, c) = match (own, image) {
-                    (Some(c), _) => (name, service, c),
-                    (None, Some(i)) => self
-                        .config
-                        .catalog
-                        .services
-                        .iter()
-                        .filter(|(n, s)| {
-                            s.project == service.project && self.config.enabled.contains(*n)
-                        })
-                        .find_map(|(n, s)| {
-                            s.containers
-                                .iter()
-                                .find(|c| &c.image == i)
-                                .map(|c| (n.as_str(), s, c))
-                        })
-                        .unwrap_or((name, service, &service.containers[0])),
-                    (None, None) => (name, service, &service.containers[0]),
-                };
-                let cparts = if src_name == name {
-                    parts.get(&c.name).cloned()
-                } else {
-                    self.container_files(src_name, &c.name, None)
-                        .map(|f| config_parts(globals, name, f))
-                };
-                if let Some(p) = &cparts {
-                    out.extend(p.objects.iter().cloned());
-                }
-                let mut env = env(globals, &c.name, false);
-                env.extend(extra_env.iter().map(|(k, v)| literal(k, v.clone())));
-                let image = image.clone().unwrap_or_else(|| c.image.clone());
-                let mut pod = self.kolla_pod(name, src, c, cparts.as_ref(), Some(&image), env);
-                pod.containers[0].args = Some(one_off_args(command));
-                (pod, Vec::new())
-            }
-            BootstrapKind::DbCreate { databases, users } => {
-                self.db_create(name, service, &task.name, databases, users)?
-            }
-            BootstrapKind::KeystoneRegister {
-                service_name,
-                service_type,
-                endpoints,
-            } => {
-                if service.project == "keystone" {
-                    self.keystone_bootstrap(name, service, parts, &task.name, &mut out)?
-                } else {
-                    self.keystone_register(
-                        name,
-                        service,
-                        &task.name,
-                        service_name,
-                        service_type,
-                        endpoints,
-                    )?
-                }
-            }
+        let cparts = match &spec.files_of {
+            FilesOf::Container {
+                service: src,
+                container,
+            } if src == name => parts.get(container).cloned(),
+            FilesOf::Container {
+                service: src,
+                container,
+            } => self
+                .container_files(src, container, None)
+                .map(|f| config_parts(globals, name, f)),
+            FilesOf::Task => Some(files_volume(
+                globals,
+                name,
+                |f| format!("{name}-{}-{}", task.name, slug(&f.name)),
+                &task_labels(name, &task.name),
+                &spec.files,
+                "kolla-config-task",
+                KOLLA_CONFIG_DIR,
+            )),
         };
-        out.extend(extra);
-        out.push(Object::Job(job(globals, name, &task.name, pod)));
-        Ok(out)
-    }
-
-    /// A pod running one Kolla container with its config mount and the data volumes of the
-    /// service the container belongs to (`src`).
-    #[allow(clippy::too_many_arguments)]
-    fn kolla_pod(
-        &self,
-        owner: &str,
-        src: &catalog::Service,
-        c: &catalog::Container,
-        parts: Option<&ContainerParts>,
-        image: Option<&str>,
-        env: Vec<EnvVar>,
-    ) -> PodSpec {
-        let globals = self.globals;
-        let src_name = self
-            .config
-            .catalog
-            .services
+        let mut env: Vec<EnvVar> = spec
+            .env
             .iter()
-            .find(|(_, s)| std::ptr::eq(*s, src))
-            .map_or(owner, |(n, _)| n.as_str());
-        let is_sts = src.kind == WorkloadKind::StatefulSet;
-        // StatefulSet data lives in the first replica's claim (`<volume>-<service>-0`).
-        let (data_vols, data_mounts) = data_volumes(src, |v| Some(claim_name(src_name, is_sts, v)));
+            .map(|(k, v)| literal(k, v.clone()))
+            .collect();
+        let values = spec.secret_env_values(self.config)?;
+        if !values.is_empty() {
+            let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let (secret, vars) = secret_env(globals, name, &task.name, &pairs);
+            out.push(secret);
+            env.extend(vars);
+        }
+        let src = spec
+            .data_of
+            .as_ref()
+            .and_then(|s| self.config.catalog.services.get_key_value(s));
         let mut mounts = Vec::new();
         let mut volumes = Vec::new();
-        if let Some(p) = parts {
+        if let Some(p) = &cparts {
+            out.extend(p.objects.iter().cloned());
             mounts.push(p.mount.clone());
             volumes.push(p.volume.clone());
         }
-        mounts.extend(data_mounts);
-        volumes.extend(data_vols);
+        // StatefulSet data lives in the first replica's claim (`<volume>-<service>-0`).
+        if let Some((src_name, s)) = src {
+            let is_sts = s.kind == WorkloadKind::StatefulSet;
+            let (v, m) = data_volumes(s, |v| Some(claim_name(src_name, is_sts, v)));
+            volumes.extend(v);
+            mounts.extend(m);
+        }
         let container = Container {
-            name: c.name.clone(),
-            image: Some(globals.image_ref(&src.project, image.unwrap_or(&c.image))),
+            name: spec.container.clone(),
+            image: Some(spec.image.clone()),
+            args: spec.args.clone(),
             env: Some(env),
             volume_mounts: Some(mounts),
-            security_context: security_context(src),
+            security_context: src.and_then(|(_, s)| security_context(s)),
             ..Default::default()
         };
-        let mut pod = pod_spec(globals, src, vec![container], volumes);
+        // A task without the service's data runs without its host access too.
+        let plain;
+        let placed = match src {
+            Some((_, s)) => s,
+            None => {
+                plain = catalog::Service {
+                    privileges: Default::default(),
+                    ..service.clone()
+                };
+                &plain
+            }
+        };
+        let mut pod = pod_spec(globals, placed, vec![container], volumes);
         pod.restart_policy = Some("OnFailure".into());
-        pod
-    }
-
-    /// Env secrets the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).
-    fn bootstrap_secret_env(
-        &self,
-        name: &str,
-        service: &catalog::Service,
-    ) -> Result<Vec<(&'static str, String)>, RenderError> {
-        let keys: &[(&str, &str)] = match service.project.as_str() {
-            "mariadb" => &[("DB_ROOT_PASSWORD", "database_password")],
-            "rabbitmq" => &[("RABBITMQ_CLUSTER_COOKIE", "rabbitmq_cluster_cookie")],
-            "heat" => &[
-                ("HEAT_DOMAIN_ADMIN_PASSWORD", "heat_domain_admin_password"),
-                ("OS_PASSWORD", "keystone_admin_password"),
-            ],
-            _ => &[],
-        };
-        keys.iter()
-            .map(|(env, key)| Ok((*env, self.password(name, key)?.to_owned())))
-            .collect()
-    }
-
-    /// Plain env the Kolla bootstrap of some images reads.
-    fn bootstrap_literal_env(&self, service: &catalog::Service) -> Vec<EnvVar> {
-        let g = self.globals;
-        match service.project.as_str() {
-            "mariadb" => vec![literal("DB_MAX_TIMEOUT", "60")],
-            // heat's bootstrap creates its domain through Keystone as the admin.
-            "heat" => vec![
-                literal("OS_AUTH_URL", self.keystone_url()),
-                literal("OS_IDENTITY_API_VERSION", "3"),
-                literal("OS_USERNAME", g.keystone_admin_user.clone()),
-                literal("OS_PROJECT_NAME", g.keystone_admin_project.clone()),
-                literal("OS_USER_DOMAIN_NAME", "Default"),
-                literal("OS_PROJECT_DOMAIN_NAME", "Default"),
-                literal("OS_REGION_NAME", g.openstack_region_name.clone()),
-                literal("OS_INTERFACE", "internal"),
-                literal("OS_ENDPOINT_TYPE", "internalURL"),
-            ],
-            _ => Vec::new(),
-        }
-    }
-
-    fn keystone_url(&self) -> String {
-        let port = self
-            .config
-            .catalog
-            .services
-            .get("keystone")
-            .and_then(|s| s.ports.iter().find(|p| p.name == "api"))
-            .map_or(5000, |p| p.port);
-        format!(
-            "http://{}:{port}",
-            Target::Kubernetes.host(self.globals, "keystone", None)
-        )
-    }
-
-    /// A pod with files mounted at [`TASK_FILES_DIR`], no host access, on the service's nodes.
-    fn task_pod(
-        &self,
-        service: &catalog::Service,
-        image: String,
-        args: Vec<String>,
-        env: Vec<EnvVar>,
-        parts: &ContainerParts,
-    ) -> PodSpec {
-        let (key, value) = self.globals.role_label(&service.role.to_string());
-        PodSpec {
-            containers: vec![Container {
-                name: "task".into(),
-                image: Some(image),
-                args: Some(args),
-                env: (!env.is_empty()).then_some(env),
-                volume_mounts: Some(vec![parts.mount.clone()]),
-                ..Default::default()
-            }],
-            volumes: Some(vec![parts.volume.clone()]),
-            node_selector: Some(BTreeMap::from([(key, value)])),
-            restart_policy: Some("OnFailure".into()),
-            ..Default::default()
-        }
-    }
-
-    fn task_files(&self, name: &str, task: &str, files: &[RenderedFile]) -> ContainerParts {
-        files_volume(
-            self.globals,
-            name,
-            |f| format!("{name}-{task}-{}", slug(&f.name)),
-            &task_labels(name, task),
-            files,
-            "task-files",
-            TASK_FILES_DIR,
-        )
-    }
-
-    /// Databases and users with the MariaDB client of the mariadb-server image, logging in as
-    /// root with a client config file from a Secret (never an env literal or an argument).
-    fn db_create(
-        &self,
-        name: &str,
-        service: &catalog::Service,
-        task: &str,
-        databases: &[String],
-        users: &[catalog::DbUser],
-    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
-        let g = self.globals;
-        let root = self.password(name, "database_password")?;
-        let db_port = self
-            .config
-            .catalog
-            .services
-            .get("mariadb")
-            .and_then(|s| s.ports.iter().find(|p| p.name == "mysql"))
-            .map_or(3306, |p| p.port);
-        let cnf = format!(
-            "[client]\nhost = {}\nport = {db_port}\nuser = root\npassword = {}\nconnect-timeout = 10\n",
-            Target::Kubernetes.host(g, "mariadb", None),
-            cnf_str(root)
-        );
-        let mut sql = String::from(
-            "-- Databases and users of one service, rendered by kstack. Idempotent.\n",
-        );
-        for db in databases {
-            sql.push_str(&format!(
-                "CREATE DATABASE IF NOT EXISTS {};\n",
-                sql_ident(db)
-            ));
-        }
-        for u in users {
-            let pw = self.password(name, &format!("{}_database_password", u.user))?;
-            let account = format!("{}@'%'", sql_str(&u.user));
-            sql.push_str(&format!(
-                "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {};\n",
-                sql_str(pw)
-            ));
-            // A changed password in passwords.yml takes effect on the next run.
-            sql.push_str(&format!(
-                "ALTER USER {account} IDENTIFIED BY {};\n",
-                sql_str(pw)
-            ));
-            for db in &u.databases {
-                sql.push_str(&format!(
-                    "GRANT ALL PRIVILEGES ON {}.* TO {account};\n",
-                    sql_ident(db)
-                ));
-            }
-        }
-        let files = vec![self.file("client.cnf", cnf), self.file("create.sql", sql)];
-        let parts = self.task_files(name, task, &files);
-        let args = vec![
-            "bash".into(),
-            "-c".into(),
-            format!(
-                "exec mysql --defaults-file={TASK_FILES_DIR}/client.cnf < {TASK_FILES_DIR}/create.sql"
-            ),
-        ];
-        let image = g.image_ref("mariadb", "mariadb-server");
-        let pod = self.task_pod(service, image, args, Vec::new(), &parts);
-        Ok((pod, parts.objects))
-    }
-
-    /// Keystone registers itself: `keystone-manage bootstrap` in the keystone image creates the
-    /// admin project, user and role and the identity endpoints. The admin password reaches it
-    /// as `OS_BOOTSTRAP_PASSWORD` from a Secret.
-    fn keystone_bootstrap(
-        &self,
-        name: &str,
-        service: &catalog::Service,
-        parts: &BTreeMap<String, ContainerParts>,
-        task: &str,
-        out: &mut Vec<Object>,
-    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
-        let g = self.globals;
-        let c = &service.containers[0];
-        let password = self.password(name, "keystone_admin_password")?;
-        let (secret, vars) = secret_env(g, name, task, &[("OS_BOOTSTRAP_PASSWORD", password)]);
-        out.push(secret);
-        let mut env = env(g, &c.name, false);
-        env.extend(vars);
-        let url = self.keystone_url();
-        let command: Vec<String> = [
-            "keystone-manage",
-            "bootstrap",
-            "--bootstrap-username",
-            &g.keystone_admin_user,
-            "--bootstrap-project-name",
-            &g.keystone_admin_project,
-            "--bootstrap-role-name",
-            "admin",
-            "--bootstrap-service-name",
-            "keystone",
-            "--bootstrap-region-id",
-            &g.openstack_region_name,
-            "--bootstrap-internal-url",
-            &url,
-            "--bootstrap-public-url",
-            &url,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let mut pod = self.kolla_pod(name, service, c, parts.get(&c.name), None, env);
-        pod.containers[0].args = Some(one_off_args(&command));
-        Ok((pod, Vec::new()))
-    }
-
-    /// Service, endpoints (internal and public) and service user (admin and service roles in
-    /// the `service` project) through the `openstack` CLI in kolla-toolbox. The admin
-    /// credentials come from a mounted `clouds.yaml`, the service user's password from a
-    /// mounted file; the script itself holds no secret.
-    fn keystone_register(
-        &self,
-        name: &str,
-        service: &catalog::Service,
-        task: &str,
-        service_name: &str,
-        service_type: &str,
-        endpoints: &[catalog::Endpoint],
-    ) -> Result<(PodSpec, Vec<Object>), RenderError> {
-        let g = self.globals;
-        let admin = self.password(name, "keystone_admin_password")?;
-        let user_pw = self.password(name, &format!("{service_name}_keystone_password"))?;
-        let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
-        let clouds = format!(
-            "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
-            q(&self.keystone_url()),
-            q(&g.keystone_admin_user),
-            q(admin),
-            q(&g.keystone_admin_project),
-            q(&g.openstack_region_name),
-        );
-        let host = Target::Kubernetes.host(g, name, None);
-        let mut script = format!(
-            "#!/bin/bash\n\
-             # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
-             set -o errexit -o nounset -o pipefail\n\
-             export PATH=/opt/ansible/bin:$PATH\n\
-             export OS_CLIENT_CONFIG_FILE={TASK_FILES_DIR}/clouds.yaml OS_CLOUD=kstack\n\
-             name={name_q} type={type_q} region={region_q}\n\
-             \n\
-             openstack service show \"$name\" >/dev/null 2>&1 || openstack service create --name \"$name\" \"$type\"\n\
-             endpoint() {{\n\
-             \x20   local id\n\
-             \x20   id=$(openstack endpoint list --service \"$name\" --interface \"$1\" --region \"$region\" -f value -c ID | head -n 1)\n\
-             \x20   if [ -z \"$id\" ]; then\n\
-             \x20       openstack endpoint create --region \"$region\" \"$name\" \"$1\" \"$2\"\n\
-             \x20   else\n\
-             \x20       openstack endpoint set --url \"$2\" \"$id\"\n\
-             \x20   fi\n\
-             }}\n",
-            name_q = shell_word(service_name),
-            type_q = shell_word(service_type),
-            region_q = shell_word(&g.openstack_region_name),
-        );
-        for e in endpoints {
-            let url = format!("http://{host}:{}{}", e.port, e.path);
-            for iface in ["internal", "public"] {
-                script.push_str(&format!("endpoint {iface} {}\n", shell_word(&url)));
-            }
-        }
-        script.push_str(&format!(
-            "\nopenstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service\n\
-             password=$(cat {TASK_FILES_DIR}/password)\n\
-             if openstack user show --domain default \"$name\" >/dev/null 2>&1; then\n\
-             \x20   openstack user set --domain default --password \"$password\" \"$name\"\n\
-             else\n\
-             \x20   openstack user create --domain default --project service --password \"$password\" \"$name\"\n\
-             fi\n\
-             openstack role show service >/dev/null 2>&1 || openstack role create service\n\
-             openstack role add --project service --user \"$name\" --user-domain default admin\n\
-             openstack role add --project service --user \"$name\" --user-domain default service\n"
-        ));
-        let files = vec![
-            self.file("clouds.yaml", clouds),
-            self.file("password", user_pw.to_owned()),
-            self.file("register.sh", script),
-        ];
-        let parts = self.task_files(name, task, &files);
-        let image = g.image_ref("kolla_toolbox", "kolla-toolbox");
-        let args = vec!["bash".into(), format!("{TASK_FILES_DIR}/register.sh")];
-        let pod = self.task_pod(service, image, args, Vec::new(), &parts);
-        Ok((pod, parts.objects))
+        out.push(Object::Job(job(globals, name, &task.name, pod)));
+        Ok(out)
     }
 }
 

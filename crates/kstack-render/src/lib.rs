@@ -19,6 +19,7 @@ pub mod compose;
 pub mod files;
 pub mod kubernetes;
 pub mod rbac;
+pub mod tasks;
 
 pub use files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
 

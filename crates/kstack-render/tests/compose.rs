@@ -11,7 +11,7 @@ use kstack_model::globals::Globals;
 use kstack_render::compose::{
     self, ComposeBundle, ComposeError, ComposeFile, ComposeService, Condition, MountKind,
 };
-use kstack_render::{Object, Rendered, kubernetes};
+use kstack_render::{Object, RenderError, Rendered, Target, kubernetes};
 
 /// Every known plain password set to a distinct value (no SSH keys: generating RSA keys would
 /// dominate the test time, and the Compose target uses none).
@@ -115,18 +115,36 @@ fn no_password_is_in_the_compose_file_and_every_file_holding_one_is_secret() {
 
 #[test]
 fn a_missing_task_password_is_an_error_naming_the_key_not_a_value() {
+    // `keystone_admin_password` is needed by bootstrap tasks only (no config file holds it), so
+    // the error comes from the first task that needs it, not from a template.
     let mut config = default_config();
-    config.passwords.entries.remove("glance_database_password");
+    let value = config
+        .passwords
+        .get("keystone_admin_password")
+        .unwrap()
+        .to_owned();
+    config.passwords.entries.remove("keystone_admin_password");
     let err = compose::render(&config).unwrap_err();
     assert_eq!(
         err,
-        ComposeError::MissingPassword {
+        ComposeError::Render(RenderError::MissingPassword {
             service: "glance-api".into(),
-            task: "db-create".into(),
-            key: "glance_database_password".into(),
-        }
+            task: "register".into(),
+            key: "keystone_admin_password".into(),
+        })
     );
-    assert!(err.to_string().contains("kstack genpwd"), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("`keystone_admin_password`"), "{msg}");
+    assert!(msg.contains("kstack genpwd"), "{msg}");
+    assert!(!msg.contains(&value), "{msg}");
+    for v in config
+        .passwords
+        .entries
+        .keys()
+        .filter_map(|k| config.passwords.get(k))
+    {
+        assert!(!msg.contains(v), "a password value in: {msg}");
+    }
 }
 
 #[test]
@@ -135,12 +153,17 @@ fn privileges_only_where_the_catalog_says_and_every_container_on_the_host_networ
     let b = compose::render(&config).unwrap();
     for (name, s) in &b.file.services {
         assert_eq!(s.network_mode, "host", "{name}");
-        let owner = &s.labels[kubernetes::NAME_LABEL];
+        // The service whose config (and data) the container runs with: a one-shot task of
+        // another service's image (nova-compute's discover-hosts in nova-conductor's) gets
+        // that service's host access, not more.
+        let config_source = s.volumes[0].source.trim_start_matches("./config/");
+        let owner = config_source.split('/').next().unwrap().to_owned();
+        assert!(config.catalog.services.contains_key(&owner), "{name}");
         let generated = s.volumes.len() == 1 && s.volumes[0].source.contains("/tasks/");
         let p = if generated {
             Default::default()
         } else {
-            config.catalog.services[owner].privileges.clone()
+            config.catalog.services[&owner].privileges.clone()
         };
         assert_eq!(s.privileged, p.privileged, "{name}");
         assert_eq!(s.pid.as_deref() == Some("host"), p.host_pid, "{name}");
@@ -387,6 +410,68 @@ fn k8s_config_files(r: &Rendered, spec: &PodSpec, c: &Container) -> BTreeMap<Str
     out
 }
 
+/// Kubernetes file contents with every Service and replica address replaced by the address
+/// the same service has on the Compose target.
+fn on_one_node(config: &Config, files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    files
+        .iter()
+        .map(|(n, c)| (n.clone(), address_on_one_node(config, c)))
+        .collect()
+}
+
+/// `text` with every Kubernetes Service and replica address replaced by the Compose address.
+fn address_on_one_node(config: &Config, text: &str) -> String {
+    let g = &config.globals;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for name in config.catalog.services.keys() {
+        let compose = Target::Compose.host(g, name, None);
+        for h in Target::Kubernetes.hosts(g, name) {
+            pairs.push((h, compose.clone()));
+        }
+        // A pod naming itself (rabbitmq's node name): its own replica's address.
+        pairs.push((
+            format!("$(hostname -s).{}", Target::Kubernetes.host(g, name, None)),
+            compose.clone(),
+        ));
+        pairs.push((Target::Kubernetes.host(g, name, None), compose));
+    }
+    // Longest first: `rabbitmq-0.rabbitmq.openstack.svc` before `rabbitmq.openstack.svc`.
+    pairs.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    let mut t = text.to_owned();
+    for (k, v) in &pairs {
+        t = t.replace(k.as_str(), v);
+    }
+    t
+}
+
+/// Command words as the container gets them: Compose reads `$$` as `$`.
+fn compose_words(words: Vec<String>) -> Vec<String> {
+    words.iter().map(|w| w.replace("$$", "$")).collect()
+}
+
+/// The value of `key` in the Secret `name`.
+fn secret_value(r: &Rendered, name: &str, key: &str) -> String {
+    match r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "Secret" && o.name() == name)
+        .unwrap_or_else(|| panic!("Secret {name}"))
+    {
+        Object::Secret(s) => {
+            if let Some(v) = s.string_data.as_ref().and_then(|d| d.get(key)) {
+                return v.clone();
+            }
+            let v = s
+                .data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .unwrap_or_else(|| panic!("Secret {name} has no {key}"));
+            String::from_utf8_lossy(&v.0).into_owned()
+        }
+        _ => unreachable!(),
+    }
+}
+
 fn env_of(c: &Container) -> BTreeMap<String, String> {
     c.env
         .iter()
@@ -435,15 +520,84 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     });
                 let s = service(&b, &compose::task_service_name(svc_name, &task));
                 assert_eq!(Some(&s.image), c.image.as_ref(), "{}", o.name());
-                for (k, v) in env_of(c) {
-                    assert_eq!(s.environment.get(&k), Some(&v), "{}: env {k}", o.name());
+                // Literal env: the same values. Secret env: on Kubernetes a `secretKeyRef`, on
+                // Compose a file of the env directory, never an environment literal; both
+                // resolve to the same value.
+                let env_dir = s
+                    .volumes
+                    .iter()
+                    .find(|m| m.target == compose::TASK_ENV_DIR)
+                    .map(|m| m.source.trim_start_matches("./config/").to_owned());
+                let mut secret_env = 0;
+                for e in c.env.iter().flatten() {
+                    match e
+                        .value_from
+                        .as_ref()
+                        .and_then(|f| f.secret_key_ref.as_ref())
+                    {
+                        Some(sk) => {
+                            let k8s_value = secret_value(&r, &sk.name, &sk.key);
+                            assert!(
+                                !s.environment.contains_key(&e.name),
+                                "{}: secret env {} is a Compose literal",
+                                o.name(),
+                                e.name
+                            );
+                            let dir = env_dir.as_deref().unwrap_or_else(|| {
+                                panic!("{}: no env directory for {}", o.name(), e.name)
+                            });
+                            assert_eq!(
+                                dirs[dir].get(e.name.as_str()).copied(),
+                                Some(k8s_value.as_str()),
+                                "{}: secret env {}",
+                                o.name(),
+                                e.name
+                            );
+                            secret_env += 1;
+                        }
+                        None => assert_eq!(
+                            s.environment
+                                .get(&e.name)
+                                .map(|v| v.replace("$$", "$"))
+                                .as_ref(),
+                            Some(&address_on_one_node(
+                                &config,
+                                &e.value.clone().unwrap_or_default()
+                            )),
+                            "{}: env {}",
+                            o.name(),
+                            e.name
+                        ),
+                    }
                 }
-                assert_eq!(
-                    s.command,
-                    c.args.clone().or(c.command.clone()),
-                    "{}",
-                    o.name()
-                );
+                let k8s_command = c.args.clone().or(c.command.clone()).map(|a| {
+                    a.iter()
+                        .map(|w| address_on_one_node(&config, w))
+                        .collect::<Vec<_>>()
+                });
+                if secret_env > 0 {
+                    // The wrapper exports the env files, then runs the same command.
+                    assert_eq!(
+                        env_dir.map(|d| dirs[d.as_str()].len()),
+                        Some(secret_env),
+                        "{}",
+                        o.name()
+                    );
+                    let user = s.user.as_deref().unwrap_or_default();
+                    assert_eq!(user, "root", "{}", o.name());
+                    let cmd = compose_words(s.command.clone().unwrap_or_default());
+                    let inner = k8s_command.unwrap_or_else(|| vec!["kolla_start".to_owned()]);
+                    assert!(cmd.ends_with(&inner), "{}: {cmd:?}", o.name());
+                    assert!(cmd[2].contains(compose::TASK_ENV_DIR), "{}", o.name());
+                } else {
+                    assert_eq!(
+                        s.command.clone().map(compose_words),
+                        k8s_command,
+                        "{}",
+                        o.name()
+                    );
+                    assert_eq!(s.user, None, "{}", o.name());
+                }
                 let mount = s
                     .volumes
                     .iter()
@@ -454,7 +608,14 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                assert_eq!(files, k8s_files, "{}: config files", o.name());
+                // The same files once the addresses are resolved for one node: a task's own
+                // files (client.cnf, clouds.yaml, scripts) name services by address.
+                assert_eq!(
+                    files,
+                    on_one_node(&config, &k8s_files),
+                    "{}: config files",
+                    o.name()
+                );
                 seen_jobs += 1;
                 continue;
             }
@@ -467,13 +628,19 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                 c.name
             );
             assert_eq!(env_of(c), s.environment, "{}", c.name);
-            // The same config files, byte for byte (config.json carries the command).
+            // The same config files, byte for byte once addresses are resolved for one node
+            // (config.json carries the command).
             let path = format!("{svc_name}/{}", c.name);
             let files: BTreeMap<String, String> = dirs[path.as_str()]
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            assert_eq!(files, k8s_files, "{}: config files", c.name);
+            assert_eq!(
+                files,
+                on_one_node(&config, &k8s_files),
+                "{}: config files",
+                c.name
+            );
             assert!(files.contains_key("config.json"));
             // Health check: the probe's endpoint or command.
             let probe = c.readiness_probe.as_ref();

@@ -212,7 +212,12 @@ fn host_namespaces_and_privileges_only_where_the_catalog_says() {
         }
         // Workloads and their Kolla bootstrap Jobs run as the catalog says; the other tasks
         // run in other images (mariadb client, kolla-toolbox) without host access.
-        let kolla_bootstrap = o.kind() == "Job" && pod.containers[0].args.is_none();
+        let kolla_bootstrap = o.kind() == "Job"
+            && pod.containers[0]
+                .env
+                .iter()
+                .flatten()
+                .any(|e| e.name == "KOLLA_BOOTSTRAP");
         if o.kind() == "Job" && !kolla_bootstrap {
             continue;
         }

@@ -1,0 +1,552 @@
+//! The bootstrap tasks of the catalog as target-neutral one-shot containers.
+//!
+//! Each task of an enabled service (`kolla_bootstrap`, `command`, `db_create`,
+//! `keystone_register`, Keystone's own `keystone-manage bootstrap`) is described once here, as a
+//! [`TaskSpec`]: image, arguments, literal env, env from passwords.yml (by key, never by value)
+//! and the files it finds in Kolla's config directory ([`KOLLA_CONFIG_DIR`]). The Kubernetes
+//! renderer turns a spec into a Job (files → projected ConfigMaps/Secrets, secret env →
+//! `secretKeyRef`), the Compose renderer into a one-shot service (files → a read-only config
+//! directory, secret env → files it exports at start). Addresses come from [`Target::host`];
+//! that and the per-target config files are the only inputs that differ between targets.
+//!
+//! Tasks with generated files (`db_create`, `keystone_register`, Keystone's bootstrap) get a
+//! `config.json` of their own: `kolla_set_configs` copies the script and the files holding
+//! passwords to [`TASK_DIR`] with the image user as owner (mode 0600, the script 0700) and the
+//! image's `kolla_start` runs the script, so the same files work from a Secret projection and
+//! from a 0600 bind mount.
+
+use std::collections::BTreeMap;
+
+use kstack_config::Config;
+use kstack_model::catalog::{self, BootstrapKind};
+
+use crate::files::{
+    ContainerFiles, RenderError, RenderedFile, Target, carries_secret, secret_values,
+};
+use crate::kubernetes::KOLLA_CONFIG_DIR;
+
+/// Where `kolla_set_configs` copies a task's generated files inside the container.
+pub const TASK_DIR: &str = "/etc/kstack";
+
+/// One bootstrap task, for one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// The catalog service the task belongs to.
+    pub service: String,
+    /// The catalog task name.
+    pub task: String,
+    /// The container name (a Kolla container of the service, or `task`).
+    pub container: String,
+    pub image: String,
+    /// The image user (owner of the copied files).
+    pub user: String,
+    /// Replaces the image's `CMD` (`kolla_start`); `None` keeps it.
+    pub args: Option<Vec<String>>,
+    /// Literal env (never a secret).
+    pub env: BTreeMap<String, String>,
+    /// Env from passwords.yml: env name → passwords.yml key.
+    pub secret_env: BTreeMap<String, String>,
+    /// What the task finds in [`KOLLA_CONFIG_DIR`], sorted by name.
+    pub files: Vec<RenderedFile>,
+    /// Where the files come from: a container's own config directory (shared with it), or
+    /// generated for this task.
+    pub files_of: FilesOf,
+    /// The service whose data volumes and host privileges the task gets; `None`: neither.
+    pub data_of: Option<String>,
+}
+
+/// Where a task's files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilesOf {
+    /// The config directory of `container` of `service`, unchanged.
+    Container { service: String, container: String },
+    /// Generated for this task.
+    Task,
+}
+
+impl TaskSpec {
+    /// The value of every secret env var, by env name. Errors name the missing key.
+    pub fn secret_env_values<'a>(
+        &self,
+        config: &'a Config,
+    ) -> Result<BTreeMap<String, &'a str>, RenderError> {
+        self.secret_env
+            .iter()
+            .map(|(env, key)| {
+                Ok((
+                    env.clone(),
+                    password(config, &self.service, &self.task, key)?,
+                ))
+            })
+            .collect()
+    }
+}
+
+fn password<'a>(
+    config: &'a Config,
+    service: &str,
+    task: &str,
+    key: &str,
+) -> Result<&'a str, RenderError> {
+    config
+        .passwords
+        .get(key)
+        .ok_or_else(|| RenderError::MissingPassword {
+            service: service.to_owned(),
+            task: task.to_owned(),
+            key: key.to_owned(),
+        })
+}
+
+/// Kolla's own env for a container: config strategy and service name.
+pub fn kolla_env(config: &Config, container: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "KOLLA_CONFIG_STRATEGY".to_owned(),
+            config.globals.config_strategy.clone(),
+        ),
+        ("KOLLA_SERVICE_NAME".to_owned(), container.replace('_', "-")),
+    ])
+}
+
+fn port_of(config: &Config, service: &str, port: &str, default: u16) -> u16 {
+    config
+        .catalog
+        .services
+        .get(service)
+        .and_then(|s| s.ports.iter().find(|p| p.name == port))
+        .map_or(default, |p| p.port)
+}
+
+fn keystone_url(config: &Config, target: Target) -> String {
+    format!(
+        "http://{}:{}",
+        target.host(&config.globals, "keystone", None),
+        port_of(config, "keystone", "api", 5000)
+    )
+}
+
+/// The task of `service` (named `name`) for `target`. `files` are the rendered config files
+/// of that target ([`crate::files::render_files`]).
+pub fn task_spec(
+    config: &Config,
+    target: Target,
+    files: &[ContainerFiles],
+    name: &str,
+    service: &catalog::Service,
+    t: &catalog::BootstrapTask,
+) -> Result<TaskSpec, RenderError> {
+    let g = &config.globals;
+    let unknown = |container: &str| RenderError::UnknownTaskContainer {
+        service: name.to_owned(),
+        task: t.name.clone(),
+        container: container.to_owned(),
+    };
+    let first = service
+        .containers
+        .first()
+        .ok_or_else(|| unknown("(none)"))?;
+    let container_files = |svc: &str, c: &str| -> Vec<RenderedFile> {
+        files
+            .iter()
+            .find(|f| f.service == svc && f.container == c && f.host.is_none())
+            .map(|f| f.files.clone())
+            .unwrap_or_default()
+    };
+    let secrets = secret_values(&config.passwords);
+    let file = |n: &str, content: String| RenderedFile {
+        name: n.to_owned(),
+        secret: carries_secret(&content, &secrets),
+        content,
+    };
+    match &t.task {
+        BootstrapKind::KollaBootstrap { container } => {
+            let c = match container {
+                Some(n) => service
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == n)
+                    .ok_or_else(|| unknown(n))?,
+                None => first,
+            };
+            let mut env = kolla_env(config, &c.name);
+            // Present but empty: the image's extend_start runs its bootstrap branch, exits 0.
+            env.insert("KOLLA_BOOTSTRAP".into(), String::new());
+            env.extend(bootstrap_literal_env(config, target, service));
+            Ok(TaskSpec {
+                service: name.to_owned(),
+                task: t.name.clone(),
+                container: c.name.clone(),
+                image: g.image_ref(&service.project, &c.image),
+                user: c.user.clone(),
+                args: None,
+                env,
+                secret_env: bootstrap_secret_env(service),
+                files: container_files(name, &c.name),
+                files_of: FilesOf::Container {
+                    service: name.to_owned(),
+                    container: c.name.clone(),
+                },
+                data_of: Some(name.to_owned()),
+            })
+        }
+        BootstrapKind::Command {
+            image,
+            command,
+            env: extra_env,
+        } => {
+            // The container running the image: one of the service's own, else one of another
+            // enabled service of the project (e.g. nova-conductor's for discover_hosts), whose
+            // config and data then come along.
+            let own = image
+                .as_ref()
+                .and_then(|i| service.containers.iter().find(|c| &c.image == i));
+            let (src_name, src, c) = match (own, image) {
+                (Some(c), _) => (name, service, c),
+                (None, Some(i)) => config
+                    .catalog
+                    .services
+                    .iter()
+                    .filter(|(n, s)| s.project == service.project && config.enabled.contains(*n))
+                    .find_map(|(n, s)| {
+                        s.containers
+                            .iter()
+                            .find(|c| &c.image == i)
+                            .map(|c| (n.as_str(), s, c))
+                    })
+                    .unwrap_or((name, service, first)),
+                (None, None) => (name, service, first),
+            };
+            let mut env = kolla_env(config, &c.name);
+            env.extend(extra_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let image = image.clone().unwrap_or_else(|| c.image.clone());
+            Ok(TaskSpec {
+                service: name.to_owned(),
+                task: t.name.clone(),
+                container: c.name.clone(),
+                image: g.image_ref(&src.project, &image),
+                user: c.user.clone(),
+                args: Some(one_off_args(command)),
+                env,
+                secret_env: BTreeMap::new(),
+                files: container_files(src_name, &c.name),
+                files_of: FilesOf::Container {
+                    service: src_name.to_owned(),
+                    container: c.name.clone(),
+                },
+                data_of: Some(src_name.to_owned()),
+            })
+        }
+        BootstrapKind::DbCreate { databases, users } => {
+            let root = password(config, name, &t.name, "database_password")?;
+            let mut sql = String::from(
+                "-- Databases and users of one service, rendered by kstack. Idempotent.\n",
+            );
+            for db in databases {
+                sql.push_str(&format!(
+                    "CREATE DATABASE IF NOT EXISTS {};\n",
+                    sql_ident(db)
+                ));
+            }
+            for u in users {
+                let key = format!("{}_database_password", u.user);
+                let pw = sql_str(password(config, name, &t.name, &key)?);
+                let account = format!("{}@'%'", sql_str(&u.user));
+                sql.push_str(&format!(
+                    "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {pw};\n"
+                ));
+                // A changed password in passwords.yml takes effect on the next run.
+                sql.push_str(&format!("ALTER USER {account} IDENTIFIED BY {pw};\n"));
+                for db in &u.databases {
+                    sql.push_str(&format!(
+                        "GRANT ALL PRIVILEGES ON {}.* TO {account};\n",
+                        sql_ident(db)
+                    ));
+                }
+            }
+            let cnf = format!(
+                "[client]\nhost = {}\nport = {}\nuser = root\npassword = {}\nconnect-timeout = 10\n",
+                target.host(g, "mariadb", None),
+                port_of(config, "mariadb", "mysql", 3306),
+                cnf_str(root)
+            );
+            let script = format!(
+                "#!/bin/bash\n# Creates the databases and users of {name}, rendered by kstack.\nset -o errexit -o nounset -o pipefail\nexec mysql --defaults-file={TASK_DIR}/client.cnf < {TASK_DIR}/db-create.sql\n"
+            );
+            let project = config
+                .catalog
+                .services
+                .get("mariadb")
+                .map_or("mariadb", |s| s.project.as_str());
+            Ok(generated(
+                config,
+                name,
+                t,
+                g.image_ref(project, "mariadb-server"),
+                "mysql",
+                vec![
+                    file("client.cnf", cnf),
+                    file("db-create.sql", sql),
+                    file("run.sh", script),
+                ],
+            ))
+        }
+        BootstrapKind::KeystoneRegister { service_name, .. } if service.project == "keystone" => {
+            // Keystone registers itself: `keystone-manage bootstrap` in its own image with the
+            // keystone container's config; the admin password is env from passwords.yml.
+            password(config, name, &t.name, "keystone_admin_password")?;
+            let url = keystone_url(config, target);
+            let command: Vec<String> = [
+                "keystone-manage",
+                "bootstrap",
+                "--bootstrap-username",
+                &g.keystone_admin_user,
+                "--bootstrap-project-name",
+                &g.keystone_admin_project,
+                "--bootstrap-role-name",
+                "admin",
+                "--bootstrap-service-name",
+                service_name,
+                "--bootstrap-region-id",
+                &g.openstack_region_name,
+                "--bootstrap-internal-url",
+                &url,
+                "--bootstrap-public-url",
+                &url,
+            ]
+            .iter()
+            .map(|w| (*w).to_owned())
+            .collect();
+            Ok(TaskSpec {
+                service: name.to_owned(),
+                task: t.name.clone(),
+                container: first.name.clone(),
+                image: g.image_ref(&service.project, &first.image),
+                user: first.user.clone(),
+                args: Some(one_off_args(&command)),
+                env: kolla_env(config, &first.name),
+                secret_env: BTreeMap::from([(
+                    "OS_BOOTSTRAP_PASSWORD".to_owned(),
+                    "keystone_admin_password".to_owned(),
+                )]),
+                files: container_files(name, &first.name),
+                files_of: FilesOf::Container {
+                    service: name.to_owned(),
+                    container: first.name.clone(),
+                },
+                data_of: Some(name.to_owned()),
+            })
+        }
+        BootstrapKind::KeystoneRegister {
+            service_name,
+            service_type,
+            endpoints,
+        } => {
+            let admin = password(config, name, &t.name, "keystone_admin_password")?;
+            let key = format!("{service_name}_keystone_password");
+            let user_pw = password(config, name, &t.name, &key)?;
+            let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
+            let clouds = format!(
+                "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
+                q(&keystone_url(config, target)),
+                q(&g.keystone_admin_user),
+                q(admin),
+                q(&g.keystone_admin_project),
+                q(&g.openstack_region_name),
+            );
+            let host = target.host(g, name, None);
+            let mut script = format!(
+                "#!/bin/bash\n\
+                 # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
+                 set -o errexit -o nounset -o pipefail\n\
+                 export PATH=/opt/ansible/bin:$PATH\n\
+                 export OS_CLIENT_CONFIG_FILE={TASK_DIR}/clouds.yaml OS_CLOUD=kstack\n\
+                 name={name_q} type={type_q} region={region_q}\n\
+                 \n\
+                 openstack service show \"$name\" >/dev/null 2>&1 || openstack service create --name \"$name\" \"$type\"\n\
+                 endpoint() {{\n\
+                 \x20   local id\n\
+                 \x20   id=$(openstack endpoint list --service \"$name\" --interface \"$1\" --region \"$region\" -f value -c ID | head -n 1)\n\
+                 \x20   if [ -z \"$id\" ]; then\n\
+                 \x20       openstack endpoint create --region \"$region\" \"$name\" \"$1\" \"$2\"\n\
+                 \x20   else\n\
+                 \x20       openstack endpoint set --url \"$2\" \"$id\"\n\
+                 \x20   fi\n\
+                 }}\n",
+                name_q = shell_word(service_name),
+                type_q = shell_word(service_type),
+                region_q = shell_word(&g.openstack_region_name),
+            );
+            for e in endpoints {
+                let url = format!("http://{host}:{}{}", e.port, e.path);
+                for iface in ["internal", "public"] {
+                    script.push_str(&format!("endpoint {iface} {}\n", shell_word(&url)));
+                }
+            }
+            script.push_str(&format!(
+                "\nopenstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service\n\
+                 password=$(cat {TASK_DIR}/service-password)\n\
+                 if openstack user show --domain default \"$name\" >/dev/null 2>&1; then\n\
+                 \x20   openstack user set --domain default --password \"$password\" \"$name\"\n\
+                 else\n\
+                 \x20   openstack user create --domain default --project service --password \"$password\" \"$name\"\n\
+                 fi\n\
+                 openstack role show service >/dev/null 2>&1 || openstack role create service\n\
+                 openstack role add --project service --user \"$name\" --user-domain default admin\n\
+                 openstack role add --project service --user \"$name\" --user-domain default service\n"
+            ));
+            Ok(generated(
+                config,
+                name,
+                t,
+                g.image_ref("kolla_toolbox", "kolla-toolbox"),
+                "ansible",
+                vec![
+                    file("clouds.yaml", clouds),
+                    file("service-password", user_pw.to_owned()),
+                    file("run.sh", script),
+                ],
+            ))
+        }
+    }
+}
+
+/// A task with generated files: its `config.json` copies `own` to [`TASK_DIR`] (owned by
+/// `owner`; `run.sh`, the command, 0700, the rest 0600). The image's extend_start is skipped:
+/// the task is not the service.
+fn generated(
+    config: &Config,
+    service: &str,
+    t: &catalog::BootstrapTask,
+    image: String,
+    owner: &str,
+    own: Vec<RenderedFile>,
+) -> TaskSpec {
+    let entries: Vec<serde_json::Value> = own
+        .iter()
+        .map(|f| {
+            let perm = if f.name == "run.sh" { "0700" } else { "0600" };
+            serde_json::json!({
+                "source": format!("{KOLLA_CONFIG_DIR}/{}", f.name),
+                "dest": format!("{TASK_DIR}/{}", f.name),
+                "owner": owner,
+                "perm": perm,
+            })
+        })
+        .collect();
+    let mut files = own;
+    let mut json = serde_json::to_string_pretty(&serde_json::json!({
+        "command": format!("{TASK_DIR}/run.sh"),
+        "config_files": entries,
+    }))
+    .expect("config.json serializes");
+    json.push('\n');
+    files.push(RenderedFile {
+        name: "config.json".into(),
+        content: json,
+        secret: false,
+    });
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    let container = "task".to_owned();
+    let mut env = kolla_env(config, &format!("{service}-{}", t.name));
+    env.insert("KOLLA_SKIP_EXTEND_START".into(), String::new());
+    TaskSpec {
+        service: service.to_owned(),
+        task: t.name.clone(),
+        container,
+        image,
+        user: owner.to_owned(),
+        args: None,
+        env,
+        secret_env: BTreeMap::new(),
+        files,
+        files_of: FilesOf::Task,
+        data_of: None,
+    }
+}
+
+/// Env from passwords.yml the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).
+fn bootstrap_secret_env(service: &catalog::Service) -> BTreeMap<String, String> {
+    let keys: &[(&str, &str)] = match service.project.as_str() {
+        "mariadb" => &[("DB_ROOT_PASSWORD", "database_password")],
+        "rabbitmq" => &[("RABBITMQ_CLUSTER_COOKIE", "rabbitmq_cluster_cookie")],
+        "heat" => &[
+            ("HEAT_DOMAIN_ADMIN_PASSWORD", "heat_domain_admin_password"),
+            ("OS_PASSWORD", "keystone_admin_password"),
+        ],
+        _ => &[],
+    };
+    keys.iter()
+        .map(|(e, k)| ((*e).to_owned(), (*k).to_owned()))
+        .collect()
+}
+
+/// Plain env the Kolla bootstrap of some images reads.
+fn bootstrap_literal_env(
+    config: &Config,
+    target: Target,
+    service: &catalog::Service,
+) -> BTreeMap<String, String> {
+    let g = &config.globals;
+    let pairs: Vec<(&str, String)> = match service.project.as_str() {
+        "mariadb" => vec![("DB_MAX_TIMEOUT", "60".into())],
+        // heat's bootstrap creates its domain through Keystone as the admin.
+        "heat" => vec![
+            ("OS_AUTH_URL", keystone_url(config, target)),
+            ("OS_IDENTITY_API_VERSION", "3".into()),
+            ("OS_USERNAME", g.keystone_admin_user.clone()),
+            ("OS_PROJECT_NAME", g.keystone_admin_project.clone()),
+            ("OS_USER_DOMAIN_NAME", "Default".into()),
+            ("OS_PROJECT_DOMAIN_NAME", "Default".into()),
+            ("OS_REGION_NAME", g.openstack_region_name.clone()),
+            ("OS_INTERFACE", "internal".into()),
+            ("OS_ENDPOINT_TYPE", "internalURL".into()),
+        ],
+        _ => Vec::new(),
+    };
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// Quotes a word for bash when it holds anything but plain characters.
+pub(crate) fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// A one-off command in a Kolla image: the config files are copied first (`kolla_set_configs`),
+/// as kolla-ansible does for its one-off containers. Commands that are already `kolla_start`
+/// or a shell are kept as they are.
+pub(crate) fn one_off_args(command: &[String]) -> Vec<String> {
+    match command.first().map(String::as_str) {
+        Some("kolla_start" | "bash" | "sh") | None => command.to_vec(),
+        Some(_) => {
+            let words: Vec<String> = command.iter().map(|w| shell_word(w)).collect();
+            vec![
+                "bash".into(),
+                "-c".into(),
+                format!("sudo -E kolla_set_configs && exec {}", words.join(" ")),
+            ]
+        }
+    }
+}
+
+/// A SQL string literal.
+fn sql_str(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// A SQL identifier.
+fn sql_ident(s: &str) -> String {
+    format!("`{}`", s.replace('`', "``"))
+}
+
+/// A MySQL option file value, double-quoted.
+fn cnf_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
