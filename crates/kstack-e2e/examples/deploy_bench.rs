@@ -64,7 +64,12 @@ async fn run(serial: bool) -> anyhow::Result<Run> {
         .into_iter()
         .collect();
     let globals = Globals::from_vars(&vars).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let config = Config::from_parts(globals, Default::default(), Default::default(), catalog);
+    let config = Config::from_parts(
+        globals,
+        kstack_config::testing::passwords(1),
+        Default::default(),
+        catalog,
+    );
     let rendered = kubernetes::render(&config)?;
 
     let (client, counter) = kstack_kube::counted_client(Some(&kubeconfig)).await?;
