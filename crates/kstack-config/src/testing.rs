@@ -20,13 +20,19 @@ fn key_stub(line: &str) -> String {
     }
 }
 
-/// Every known password filled by `genpwd` from an RNG seeded with `seed`: the same seed gives
-/// the same values.
-pub fn passwords(seed: u64) -> Passwords {
+/// The text of a passwords.yml with every known key filled by `genpwd` from an RNG seeded with
+/// `seed`: the same seed gives the same values.
+pub fn passwords_yml(seed: u64) -> String {
     let starter: String = templates::passwords_yml().lines().map(key_stub).collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let filled = genpwd::fill(&starter, &mut rng).expect("the starter passwords.yml fills");
-    passwords::parse(&filled.text).expect("a filled passwords.yml parses")
+    genpwd::fill(&starter, &mut rng)
+        .expect("the starter passwords.yml fills")
+        .text
+}
+
+/// [`passwords_yml`]`(seed)`, parsed.
+pub fn passwords(seed: u64) -> Passwords {
+    passwords::parse(&passwords_yml(seed)).expect("a filled passwords.yml parses")
 }
 
 /// A config of `globals`, the built-in catalog, [`passwords`]`(1)` and the given override files

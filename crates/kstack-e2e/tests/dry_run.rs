@@ -41,16 +41,6 @@ async fn dry_apply_object(client: &Client, ns: &str, o: &Object) -> Result<(), k
     }
 }
 
-/// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
-/// spend seconds generating RSA keys that no template uses.
-fn test_key_stub(line: &str) -> String {
-    match line.trim_end() {
-        "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
-        "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
-        l => format!("{l}\n"),
-    }
-}
-
 #[tokio::test]
 async fn default_cloud_is_accepted_by_the_api_server() -> anyhow::Result<()> {
     let client = client().await?;
@@ -63,14 +53,7 @@ async fn default_cloud_is_accepted_by_the_api_server() -> anyhow::Result<()> {
     };
     // Generated passwords (SSH keys are stand-ins, no template uses them): config files that carry
     // them become Secrets, which the API server must accept too.
-    let starter: String = kstack_config::templates::passwords_yml()
-        .lines()
-        .map(test_key_stub)
-        .collect();
-    let filled =
-        kstack_config::genpwd::fill_os_rng(&starter).map_err(|_| anyhow::anyhow!("genpwd"))?;
-    let passwords = kstack_config::passwords::parse(&filled.text)
-        .map_err(|_| anyhow::anyhow!("passwords parse"))?;
+    let passwords = kstack_config::testing::passwords(1);
     // One per-host override, so a pinned DaemonSet variant (and the main one's NotIn) is checked.
     let overrides = std::collections::BTreeMap::from([(
         "nova/compute-1/nova.conf".to_owned(),

@@ -3,39 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use kstack_config::passwords::Passwords;
-use kstack_config::{Config, genpwd, passwords, templates};
+use kstack_config::Config;
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::{ContainerFiles, RenderError, Target, render_files};
-use rand::SeedableRng;
-
-/// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
-/// spend seconds generating RSA keys that no template uses.
-fn test_key_stub(line: &str) -> String {
-    match line.trim_end() {
-        "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
-        "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
-        l => format!("{l}\n"),
-    }
-}
-
-/// passwords.yml filled by `genpwd` from a seeded RNG. SSH key pairs, which no template
-/// uses and which take long to generate, get fixed stand-ins.
-fn fixed_passwords(seed: u64) -> Passwords {
-    let starter: String = templates::passwords_yml()
-        .lines()
-        .map(test_key_stub)
-        .collect();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let filled = genpwd::fill(&starter, &mut rng).unwrap();
-    passwords::parse(&filled.text).unwrap()
-}
 
 fn config(overrides: &[(&str, &str)]) -> Config {
     Config::from_parts(
         Globals::default(),
-        fixed_passwords(7),
+        kstack_config::testing::passwords(7),
         overrides
             .iter()
             .map(|(p, t)| ((*p).to_owned(), t.as_bytes().to_vec()))
@@ -248,18 +224,7 @@ fn a_malformed_override_names_file_and_line() {
     // The same problem through the loader, as `kstack validate` shows it.
     let mut sources = kstack_config::Sources {
         globals: Some(b"---\n".to_vec()),
-        passwords: Some(
-            genpwd::fill(
-                &templates::passwords_yml()
-                    .lines()
-                    .map(test_key_stub)
-                    .collect::<String>(),
-                &mut rand::rngs::StdRng::seed_from_u64(3),
-            )
-            .unwrap()
-            .text
-            .into_bytes(),
-        ),
+        passwords: Some(kstack_config::testing::passwords_yml(3).into_bytes()),
         ..Default::default()
     };
     sources.overrides = BTreeMap::from([(
@@ -276,7 +241,7 @@ fn a_malformed_override_names_file_and_line() {
 
 #[test]
 fn a_missing_password_is_a_template_error_with_line() {
-    let mut pw = fixed_passwords(7);
+    let mut pw = kstack_config::testing::passwords(7);
     pw.entries.remove("glance_keystone_password");
     let c = Config::from_parts(
         Globals::default(),

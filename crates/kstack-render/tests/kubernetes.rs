@@ -1,36 +1,17 @@
 //! The whole default cloud rendered to Kubernetes objects: snapshot, determinism, no secrets.
 
-use kstack_config::passwords::Passwords;
-use kstack_config::{Config, genpwd, passwords, templates};
+use kstack_config::Config;
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::{Object, kubernetes};
-use rand::SeedableRng;
-
-/// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
-/// spend seconds generating RSA keys that no template uses.
-fn test_key_stub(line: &str) -> String {
-    match line.trim_end() {
-        "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
-        "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
-        l => format!("{l}\n"),
-    }
-}
-
-/// passwords.yml filled by `genpwd` from a seeded RNG. SSH key pairs, which no template
-/// uses and which take long to generate, get fixed stand-ins.
-fn fixed_passwords(seed: u64) -> Passwords {
-    let starter: String = templates::passwords_yml()
-        .lines()
-        .map(test_key_stub)
-        .collect();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let filled = genpwd::fill(&starter, &mut rng).unwrap();
-    passwords::parse(&filled.text).unwrap()
-}
 
 fn render(catalog: Catalog, globals: Globals) -> kstack_render::Rendered {
-    let config = Config::from_parts(globals, fixed_passwords(1), Default::default(), catalog);
+    let config = Config::from_parts(
+        globals,
+        kstack_config::testing::passwords(1),
+        Default::default(),
+        catalog,
+    );
     kubernetes::render(&config).unwrap()
 }
 
@@ -90,7 +71,7 @@ fn no_password_in_a_config_map_or_an_env_literal() {
         "kstack_replicas": {"mariadb": 3, "rabbitmq": 3, "memcached": 2},
     }));
     for seed in 0..4 {
-        let pw = fixed_passwords(seed);
+        let pw = kstack_config::testing::passwords(seed);
         let secrets = kstack_render::files::secret_values(&pw);
         assert!(secrets.len() > 20, "passwords were generated");
         let config = Config::from_parts(
@@ -358,7 +339,7 @@ fn a_per_host_override_pins_a_daemonset_variant() {
     );
     let config = Config::from_parts(
         Globals::default(),
-        fixed_passwords(1),
+        kstack_config::testing::passwords(1),
         overrides,
         Catalog::builtin().unwrap(),
     );

@@ -171,34 +171,12 @@ mod tests {
         assert!(!tmp.path().join("out").exists());
     }
 
-    /// A passwords.yml line with the SSH key stubs filled by fixed stand-ins, so `genpwd` does not
-    /// spend seconds generating RSA keys that no template uses.
-    fn test_key_stub(line: &str) -> String {
-        match line.trim_end() {
-            "  private_key:" => "  private_key: stand-in-private-key\n".to_owned(),
-            "  public_key:" => "  public_key: ssh-rsa stand-in-public-key\n".to_owned(),
-            l => format!("{l}\n"),
-        }
-    }
-
-    /// Generated passwords (seeded; SSH keys are stand-ins).
-    fn passwords() -> kstack_config::passwords::Passwords {
-        use rand::SeedableRng;
-        let starter: String = kstack_config::templates::passwords_yml()
-            .lines()
-            .map(test_key_stub)
-            .collect();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let filled = kstack_config::genpwd::fill(&starter, &mut rng).unwrap();
-        kstack_config::passwords::parse(&filled.text).unwrap()
-    }
-
     #[test]
     fn config_files_are_written_per_service_and_container_with_secret_modes() {
         let tmp = tempfile::tempdir().unwrap();
         let config = kstack_config::Config::from_parts(
             Globals::default(),
-            passwords(),
+            kstack_config::testing::passwords(5),
             Default::default(),
             Catalog::builtin().unwrap(),
         );
@@ -225,7 +203,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let config = kstack_config::Config::from_parts(
             Globals::default(),
-            passwords(),
+            kstack_config::testing::passwords(5),
             Default::default(),
             Catalog::builtin().unwrap(),
         );
