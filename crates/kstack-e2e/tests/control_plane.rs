@@ -18,10 +18,14 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A pod on the control nodes. `noexecute_taint_evicts_pods` taints a storage node while the
+/// other tests run in parallel; their pods must not land there and be evicted mid-test.
 fn pod_spec(extra_labels: &[(&str, &str)], app: &str) -> serde_json::Value {
     let mut l = labels(extra_labels);
     l.insert("app".into(), app.into());
-    json!({"metadata": {"labels": l}, "spec": {"containers": [{"name": "c", "image": "quay.io/openstack.kolla/memcached:2025.1-rocky-9"}]}})
+    json!({"metadata": {"labels": l}, "spec": {
+        "nodeSelector": {"kstack.io/role-control": "true"},
+        "containers": [{"name": "c", "image": "quay.io/openstack.kolla/memcached:2025.1-rocky-9"}]}})
 }
 
 async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> anyhow::Result<()>
