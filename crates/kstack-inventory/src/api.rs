@@ -48,14 +48,23 @@ pub struct AppState {
 }
 
 /// JSON body extractor whose rejections are JSON errors (400, or 413 when too large).
+///
+/// Every body of this API is a JSON object. The body is checked for that before it is typed:
+/// serde would otherwise read a struct from an array too (`[null, null]` as a `HostPatch` whose
+/// first two fields are absent), accepting a request the OpenAPI document forbids.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
+        match Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(Json(v)) if !v.is_object() => Err(Error::BadRequest(
+                "invalid request body: expected a JSON object".into(),
+            )),
+            Ok(Json(v)) => serde_json::from_value(v)
+                .map(ApiJson)
+                .map_err(|e| Error::BadRequest(format!("invalid request body: {e}"))),
             Err(rej) => Err(json_rejection(rej)),
         }
     }

@@ -414,6 +414,22 @@ async fn bad_input_is_4xx_with_json_and_writes_nothing() {
             StatusCode::BAD_REQUEST,
             "invalid request body",
         );
+        // serde reads a struct from an array too; the API takes objects only.
+        let host_path = path.replace("/v1/labels/", "/v1/ihosts/");
+        let array_patch = call(
+            &env.app,
+            "PATCH",
+            &host_path,
+            Some(ADMIN),
+            Some("[null, null]".into()),
+        )
+        .await;
+        assert_error(
+            &env,
+            &array_patch,
+            StatusCode::BAD_REQUEST,
+            "expected a JSON object",
+        );
         let query = admin(
             &env.app,
             "POST",
