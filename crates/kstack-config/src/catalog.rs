@@ -43,15 +43,16 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::UnknownBootstrapTask {
             service, unknown, ..
         } => (service, Some(unknown)),
+        CatalogIssue::PhaseOrder { service, after, .. } => (service, Some(after)),
         CatalogIssue::NoContainers { service } | CatalogIssue::MissingField { service, .. } => {
             (service, None)
         }
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
-        CatalogIssue::UnknownBootstrapNeed { .. } | CatalogIssue::UnknownBootstrapTask { .. } => {
-            format!("services.{service}.bootstrap")
-        }
+        CatalogIssue::UnknownBootstrapNeed { .. }
+        | CatalogIssue::UnknownBootstrapTask { .. }
+        | CatalogIssue::PhaseOrder { .. } => format!("services.{service}.bootstrap"),
         CatalogIssue::NoContainers { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };

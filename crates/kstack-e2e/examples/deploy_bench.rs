@@ -81,6 +81,7 @@ async fn run(serial: bool) -> anyhow::Result<Run> {
     let options = Options {
         serial,
         now: "bench".into(),
+        no_rollback: false,
     };
     let report = kstack_engine::deploy(
         &cluster,

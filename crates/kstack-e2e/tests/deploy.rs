@@ -465,6 +465,7 @@ async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<(
     let options = kstack_engine::Options {
         serial: false,
         now: "2026-01-01T00:00:00Z".into(),
+        no_rollback: false,
     };
     let report = kstack_engine::deploy(
         &as_kstack,

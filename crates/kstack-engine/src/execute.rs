@@ -17,8 +17,8 @@ use crate::cluster::{
 };
 use crate::plan::{Action, MANAGED_BY, Observed, Plan, Step, StepKind};
 use crate::release::{
-    IndexEntry, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceState, index_config_map,
-    record_config_map, service_record,
+    IndexEntry, Migration, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceRecord,
+    ServiceState, index_config_map, record_config_map, service_record,
 };
 
 /// Reads what the cluster holds of kstack's objects: one list per namespaced kind (managed-by
@@ -71,6 +71,9 @@ pub struct Options {
     pub serial: bool,
     /// RFC 3339 time written into release records (the caller's clock: the engine reads none).
     pub now: String,
+    /// Leave a service whose new pods do not become healthy as it is, for inspection, instead
+    /// of restoring its last healthy generation.
+    pub no_rollback: bool,
 }
 
 /// Progress, reported as it happens.
@@ -115,6 +118,23 @@ pub struct StepFailure {
     pub condition: Option<Condition>,
     pub reason: String,
     pub pods: Vec<PodReport>,
+    /// What the automatic rollback of the service did, if one was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RolledBack>,
+}
+
+/// An automatic rollback after a failed health step.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RolledBack {
+    /// The generation that failed.
+    pub failed: u64,
+    /// The last healthy generation, restored.
+    pub restored: u64,
+    /// The generation recording the restored state.
+    pub generation: u64,
+    /// Whether the restored pods became healthy again.
+    pub healthy: bool,
+    pub message: String,
 }
 
 impl fmt::Display for StepFailure {
@@ -146,6 +166,9 @@ impl fmt::Display for StepFailure {
             for e in &p.events {
                 write!(f, "\n    event {e}")?;
             }
+        }
+        if let Some(r) = &self.rollback {
+            write!(f, "\n  {}", r.message)?;
         }
         Ok(())
     }
@@ -210,10 +233,21 @@ impl Ctx<'_> {
         Ok(n)
     }
 
-    /// Records the service's generation in `state`, unless that exact record exists.
-    async fn record(&self, service: &str, state: ServiceState) -> Result<u64, ClusterError> {
+    /// Records the service's generation in `state`, unless that exact record exists. The
+    /// migration state is `migration`, else the one recorded for the generation.
+    async fn record(
+        &self,
+        service: &str,
+        state: ServiceState,
+        migration: Option<Migration>,
+    ) -> Result<u64, ClusterError> {
         let history = &self.observed.history;
-        let record = service_record(self.plan, history, service, state, &self.options.now);
+        let mut record = service_record(self.plan, history, service, state, &self.options.now);
+        let existing = history
+            .services
+            .get(service)
+            .and_then(|m| m.get(&record.generation));
+        record.migration = migration.or(existing.and_then(|r| r.migration));
         let entry = IndexEntry {
             generation: record.generation,
             state,
@@ -242,6 +276,7 @@ impl Ctx<'_> {
             condition: step.condition(),
             reason,
             pods: Vec::new(),
+            rollback: None,
         };
         let cluster_err = |e: ClusterError| fail(e.message);
         match &step.kind {
@@ -272,13 +307,106 @@ impl Ctx<'_> {
                     kstack_render::kubernetes::COMPONENT_LABEL
                 );
                 let writes = self.finish(step, outcome, &selector, 0).await?;
+                // An upgrade whose contract phase is still to run leaves the schema expanded.
+                let migration = self
+                    .plan
+                    .modes
+                    .get(service)
+                    .filter(|m| m.contract && self.plan.has_contract_steps(service))
+                    .map(|_| Migration::Expanded);
                 let recorded = self
-                    .record(service, ServiceState::Healthy)
+                    .record(service, ServiceState::Healthy, migration)
                     .await
                     .map_err(cluster_err)?;
                 Ok(writes + recorded)
             }
+            StepKind::Contracted => {
+                let service = step.service.as_deref().unwrap_or_default();
+                self.record(service, ServiceState::Healthy, Some(Migration::Contracted))
+                    .await
+                    .map_err(cluster_err)
+            }
         }
+    }
+
+    /// Whether the deploy changes the service from generation `good` (else there is nothing to
+    /// roll back: the same objects did not become healthy).
+    fn changed_since(&self, service: &str, good: &ServiceRecord) -> bool {
+        let now = service_record(
+            self.plan,
+            &self.observed.history,
+            service,
+            ServiceState::Failed,
+            &self.options.now,
+        );
+        now.objects != good.objects
+    }
+
+    /// Restores the last healthy generation of a service whose new pods did not become
+    /// healthy, and records it as a new generation (`rollback_of`).
+    async fn roll_back(&self, service: &str, good: &ServiceRecord, step: &Step) -> RolledBack {
+        let failed = service_record(
+            self.plan,
+            &self.observed.history,
+            service,
+            ServiceState::Failed,
+            &self.options.now,
+        )
+        .generation;
+        let generation = failed + 1;
+        let mut out = RolledBack {
+            failed,
+            restored: good.generation,
+            generation,
+            healthy: false,
+            message: String::new(),
+        };
+        match crate::rollback::restore(self.cluster, good, step.timeout).await {
+            Ok(writes) => {
+                self.writes.fetch_add(writes, Ordering::Relaxed);
+                let record = crate::rollback::restored_record(
+                    good,
+                    generation,
+                    self.observed.history.next_deploy_generation(),
+                    &self.options.now,
+                );
+                match self
+                    .apply(&record_config_map(&self.plan.namespace, &record))
+                    .await
+                {
+                    Ok(()) => {
+                        self.records
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(
+                                service.to_owned(),
+                                IndexEntry {
+                                    generation,
+                                    state: ServiceState::Healthy,
+                                },
+                            );
+                        out.healthy = true;
+                        out.message = format!(
+                            "rolled back automatically to generation {} (recorded as generation {generation}): healthy again; generation {failed} is recorded as failed (run with --no-rollback to leave it for inspection)",
+                            good.generation
+                        );
+                    }
+                    Err(e) => {
+                        out.message = format!(
+                            "rolled back to generation {}, healthy again, but recording it failed: {e}",
+                            good.generation
+                        );
+                    }
+                }
+            }
+            Err(reason) => {
+                out.message = format!(
+                    "automatic rollback to generation {} failed: {reason}",
+                    good.generation
+                );
+            }
+        }
+        out
     }
 
     /// Turns a wait outcome into the step's result, with what the pods say on failure.
@@ -297,15 +425,24 @@ impl Ctx<'_> {
         let pods = diagnose(self.cluster, &self.plan.namespace, pod_selector).await;
         if let Some(service) = &step.service {
             // Best effort: the failure itself is what the caller must see.
-            let _ = self.record(service, ServiceState::Failed).await;
+            let _ = self.record(service, ServiceState::Failed, None).await;
         }
-        Err(StepFailure {
+        let mut failure = StepFailure {
             step: step.name(),
             service: step.service.clone(),
             condition: step.condition(),
             reason,
             pods,
-        })
+            rollback: None,
+        };
+        if let (StepKind::Healthy { .. }, Some(service)) = (&step.kind, &step.service)
+            && !self.options.no_rollback
+            && let Some(good) = self.observed.history.last_healthy(service)
+            && self.changed_since(service, good)
+        {
+            failure.rollback = Some(self.roll_back(service, good, step).await);
+        }
+        Err(failure)
     }
 }
 

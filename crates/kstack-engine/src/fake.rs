@@ -40,6 +40,8 @@ struct Inner {
     writes: u64,
     log: Vec<LogEntry>,
     behaviour: BTreeMap<String, Behaviour>,
+    /// Behaviour of objects with an image containing the key (wins over `behaviour`).
+    image_behaviour: BTreeMap<String, Behaviour>,
     ready: BTreeSet<ObjectRef>,
     waiting: usize,
     max_waiting: usize,
@@ -83,6 +85,12 @@ impl FakeCluster {
 
     pub fn set_behaviour(&self, service: &str, b: Behaviour) {
         self.lock().behaviour.insert(service.to_owned(), b);
+    }
+
+    /// The behaviour of workloads and Jobs with an image whose reference contains `image`
+    /// (a new release that never becomes ready), whatever their service.
+    pub fn set_image_behaviour(&self, image: &str, b: Behaviour) {
+        self.lock().image_behaviour.insert(image.to_owned(), b);
     }
 
     /// From now on every call fails once `n` more writes were made.
@@ -206,10 +214,14 @@ impl Cluster for FakeCluster {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
+            let mut images = BTreeSet::new();
+            crate::release::collect_images(o, &mut images);
             let b = i
-                .behaviour
-                .get(&service)
-                .copied()
+                .image_behaviour
+                .iter()
+                .find(|(k, _)| images.iter().any(|im| im.contains(k.as_str())))
+                .map(|(_, b)| *b)
+                .or_else(|| i.behaviour.get(&service).copied())
                 .unwrap_or(Behaviour::ReadyAfter(Duration::ZERO));
             i.waiting += 1;
             i.max_waiting = i.max_waiting.max(i.waiting);

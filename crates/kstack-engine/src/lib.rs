@@ -15,9 +15,11 @@ pub mod execute;
 pub mod fake;
 pub mod plan;
 pub mod release;
+pub mod rollback;
 pub mod status;
 
 pub use cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
-pub use execute::{Event, Options, Report, StepFailure, deploy, observe};
-pub use plan::{Action, Observed, Plan, Step, StepKind, Timeouts, plan};
-pub use release::{ReleaseHistory, ServiceRecord, ServiceState};
+pub use execute::{Event, Options, Report, RolledBack, StepFailure, deploy, observe};
+pub use plan::{Action, Mode, Observed, Plan, ServiceMode, Step, StepKind, Timeouts, plan};
+pub use release::{Migration, ReleaseHistory, ServiceRecord, ServiceState};
+pub use rollback::{RollbackError, RollbackPlan, RollbackReport, plan_rollback, rollback};

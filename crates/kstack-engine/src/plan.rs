@@ -17,8 +17,10 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use kstack_model::catalog::Phase;
+
 use crate::cluster::{Condition, ObjectRef};
-use crate::release::{RELEASE_LABEL, ReleaseHistory};
+use crate::release::{Migration, RELEASE_LABEL, ReleaseHistory, collect_images};
 
 /// Annotation holding the hash of the manifest kstack applied; an object whose annotation
 /// matches the desired hash is left alone (no API write).
@@ -152,6 +154,8 @@ pub enum StepKind {
     Workload,
     /// Wait until the workload's rollout is complete.
     Healthy { workload: ObjectRef },
+    /// Record that the service's contract phase finished (after its contract Jobs).
+    Contracted,
 }
 
 /// One node of the step graph.
@@ -178,6 +182,7 @@ impl Step {
             StepKind::Job { task, .. } => format!("job {task}"),
             StepKind::Workload => "workload".to_owned(),
             StepKind::Healthy { .. } => "healthy".to_owned(),
+            StepKind::Contracted => "contracted".to_owned(),
         };
         match &self.service {
             Some(s) => format!("{s}: {what}"),
@@ -214,6 +219,78 @@ pub struct Plan {
     pub input_hash: String,
     /// Enabled services in start order.
     pub services: Vec<String>,
+    /// What the deploy does to each enabled service.
+    pub modes: BTreeMap<String, ServiceMode>,
+}
+
+/// How a deploy treats one service, from its recorded history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Mode {
+    /// Never healthy before: install-phase tasks run (first-boot tasks, full schema sync).
+    Install,
+    /// Same workload images as its last healthy generation: a reconfigure (or nothing).
+    Steady,
+    /// The workload images differ from its last healthy generation `from`: expand-phase
+    /// migrations run before the new pods, contract-phase ones after the whole upgrade.
+    Upgrade { from: u64, from_release: String },
+}
+
+/// A service's [`Mode`] and whether its contract phase is part of this deploy (an upgrade, or
+/// an earlier upgrade whose contract phase has not run yet).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServiceMode {
+    #[serde(flatten)]
+    pub mode: Mode,
+    pub contract: bool,
+}
+
+impl ServiceMode {
+    /// Whether a bootstrap task of `phase` runs in this deploy.
+    pub fn runs(&self, phase: Phase) -> bool {
+        match phase {
+            Phase::Always => true,
+            Phase::Install => self.mode == Mode::Install,
+            Phase::Expand => matches!(self.mode, Mode::Upgrade { .. }),
+            Phase::Contract => self.contract,
+        }
+    }
+}
+
+/// The mode of every service with objects in `desired`.
+fn modes(desired: &[DesiredObject], history: &ReleaseHistory) -> BTreeMap<String, ServiceMode> {
+    let mut images: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for d in desired {
+        if let Some(s) = &d.service {
+            let set = images.entry(s).or_default();
+            if d.role == Role::Workload {
+                collect_images(&d.manifest, set);
+            }
+        }
+    }
+    images
+        .into_iter()
+        .map(|(service, want)| {
+            let m = match history.last_healthy(service) {
+                None => ServiceMode {
+                    mode: Mode::Install,
+                    contract: false,
+                },
+                Some(r) if r.workload_images() != want => ServiceMode {
+                    mode: Mode::Upgrade {
+                        from: r.generation,
+                        from_release: r.release.clone(),
+                    },
+                    contract: true,
+                },
+                Some(r) => ServiceMode {
+                    mode: Mode::Steady,
+                    contract: r.migration == Some(Migration::Expanded),
+                },
+            };
+            (service.to_owned(), m)
+        })
+        .collect()
 }
 
 /// Errors in the input of the planner.
@@ -266,8 +343,28 @@ pub fn plan(
         .map(|d| d.reference.name.clone())
         .ok_or(PlanError::NoNamespace)?;
 
+    let modes = modes(&desired, &observed.history);
+    // The input: every rendered object, whichever of them this deploy applies.
+    let mut all = Vec::new();
+    for d in &desired {
+        all.extend_from_slice(d.hash.as_bytes());
+    }
+    let phase_of = |service: &str, task: &str| {
+        catalog
+            .services
+            .get(service)
+            .and_then(|s| s.bootstrap.iter().find(|t| t.name == task))
+            .map_or(Phase::Always, |t| t.phase)
+    };
     let objects: Vec<PlannedObject> = desired
         .into_iter()
+        // Only the Jobs of the phases this deploy runs for their service.
+        .filter(|d| match (&d.role, &d.service) {
+            (Role::Job { task }, Some(service)) => modes
+                .get(service)
+                .is_none_or(|m| m.runs(phase_of(service, task))),
+            _ => true,
+        })
         .map(|d| {
             let action = match observed.applied_hash(&d.reference) {
                 None => Action::Create,
@@ -315,6 +412,7 @@ pub fn plan(
 
     // Services in dependency order, so the health steps of dependencies already exist.
     let mut healthy: BTreeMap<String, usize> = BTreeMap::new();
+    let mut contract_services = Vec::new();
     for service in &order {
         let timeout = timeouts.for_service(service);
         let idx = |pred: &dyn Fn(&DesiredObject) -> bool| -> Vec<usize> {
@@ -353,7 +451,7 @@ pub fn plan(
             .collect();
         let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut job_steps = Vec::new();
-        for task in &tasks {
+        for task in tasks.iter().filter(|t| t.phase != Phase::Contract) {
             let mut deps = vec![config];
             for a in &task.after {
                 deps.extend(task_steps.get(a).into_iter().flatten().copied());
@@ -383,6 +481,9 @@ pub fn plan(
                 None => deps.into_iter().filter(|d| *d != config).collect(),
             };
             task_steps.insert(task.name.clone(), ends);
+        }
+        if tasks.iter().any(|t| t.phase == Phase::Contract) {
+            contract_services.push((service.clone(), tasks.clone(), jobs.clone(), config));
         }
         // Jobs whose task the catalog does not name still run before the workload.
         for (task, &i) in &jobs {
@@ -420,11 +521,44 @@ pub fn plan(
         healthy.insert(service.clone(), health);
     }
 
-    let prune = prune_candidates(&objects, &enabled, observed);
-    let mut all = Vec::new();
-    for o in &objects {
-        all.extend_from_slice(o.desired.hash.as_bytes());
+    // Contract phases: once every service of the deploy is healthy (the whole upgrade
+    // succeeded), in `after` order within a service, then recorded.
+    let all_healthy: Vec<usize> = healthy.values().copied().collect();
+    for (service, tasks, jobs, config) in contract_services {
+        let timeout = timeouts.for_service(&service);
+        let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut ends = Vec::new();
+        for task in tasks.iter().filter(|t| t.phase == Phase::Contract) {
+            let Some(&i) = jobs.get(&task.name) else {
+                continue;
+            };
+            let mut deps = all_healthy.clone();
+            deps.push(config);
+            for a in &task.after {
+                deps.extend(task_steps.get(a).into_iter().flatten().copied());
+            }
+            deps.sort_unstable();
+            deps.dedup();
+            let id = push(
+                StepKind::Job {
+                    task: task.name.clone(),
+                    job: objects[i].desired.reference.clone(),
+                },
+                Some(&service),
+                deps,
+                vec![i],
+                timeout,
+            );
+            task_steps.insert(task.name.clone(), vec![id]);
+            ends.push(id);
+        }
+        if !ends.is_empty() {
+            push(StepKind::Contracted, Some(&service), ends, vec![], timeout);
+        }
     }
+
+    let prune = prune_candidates(&objects, &enabled, observed);
+
     Ok(Plan {
         namespace,
         input_hash: hash(&all),
@@ -432,6 +566,7 @@ pub fn plan(
         steps,
         prune,
         services: order,
+        modes,
     })
 }
 
@@ -485,6 +620,13 @@ impl Plan {
     /// Whether a deploy would change nothing (no object created or changed, nothing pruned).
     pub fn is_noop(&self) -> bool {
         self.prune.is_empty() && self.objects.iter().all(|o| o.action == Action::Unchanged)
+    }
+
+    /// Whether the plan runs a contract phase for the service.
+    pub fn has_contract_steps(&self, service: &str) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.kind == StepKind::Contracted && s.service.as_deref() == Some(service))
     }
 
     /// Indices of the planned objects of a service.

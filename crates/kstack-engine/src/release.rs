@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::ObjectRef;
 use crate::plan::{MANAGED_BY, Plan};
+use kstack_render::kubernetes::PHASE_LABEL;
 
 /// Label marking release records; value `index` or `service`.
 pub const RELEASE_LABEL: &str = "kstack.io/release";
@@ -44,6 +45,27 @@ impl std::fmt::Display for ServiceState {
     }
 }
 
+/// Where a generation's database schema stands after an upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Migration {
+    /// The expand phase ran; the contract phase waits until a whole upgrade succeeds. The
+    /// previous release's code still runs on this schema.
+    Expanded,
+    /// The contract phase ran: the schema no longer serves older code. A rollback to a
+    /// generation with other images than this one is refused.
+    Contracted,
+}
+
+impl std::fmt::Display for Migration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Migration::Expanded => "expanded",
+            Migration::Contracted => "contracted",
+        })
+    }
+}
+
 /// One service generation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServiceRecord {
@@ -59,6 +81,15 @@ pub struct ServiceRecord {
     /// `Kind/name` → manifest hash.
     pub objects: BTreeMap<String, String>,
     pub images: Vec<String>,
+    /// The image tags of the workload (`2025.1-ubuntu-noble`): the release it runs.
+    #[serde(default)]
+    pub release: String,
+    /// Schema migration state, for a generation that took part in an upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<Migration>,
+    /// For a generation made by a rollback: the generation whose objects it restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
     /// Content-named ConfigMaps and Secrets the generation uses (by reference).
     pub config_refs: Vec<ObjectRef>,
     /// Manifests of the other objects (workload, Service, claims, Jobs), as applied.
@@ -76,7 +107,46 @@ impl ServiceRecord {
         self.generation == other.generation
             && self.state == other.state
             && self.objects == other.objects
+            && self.migration == other.migration
+            && self.rollback_of == other.rollback_of
     }
+
+    /// The images of the generation's workloads (Deployments, StatefulSets, DaemonSets): what
+    /// changes in an upgrade.
+    pub fn workload_images(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for m in &self.manifests {
+            if WORKLOAD_KINDS.contains(&m["kind"].as_str().unwrap_or_default()) {
+                collect_images(m, &mut out);
+            }
+        }
+        out
+    }
+
+    /// `healthy`, `failed`, `healthy, rollback of 3`, `healthy, expanded`, ...
+    pub fn outcome(&self) -> String {
+        let mut s = self.state.to_string();
+        if let Some(g) = self.rollback_of {
+            s.push_str(&format!(", rollback of {g}"));
+        }
+        if let Some(m) = self.migration {
+            s.push_str(&format!(", {m}"));
+        }
+        s
+    }
+}
+
+/// Kinds that run pods for a service.
+pub const WORKLOAD_KINDS: &[&str] = &["Deployment", "StatefulSet", "DaemonSet"];
+
+/// The release of a set of images: their tags, sorted and joined with `,`.
+pub fn release_of(images: &BTreeSet<String>) -> String {
+    let tags: BTreeSet<&str> = images
+        .iter()
+        .filter_map(|i| i.rsplit_once(':').map(|(_, t)| t))
+        .filter(|t| !t.contains('/'))
+        .collect();
+    tags.into_iter().collect::<Vec<_>>().join(",")
 }
 
 /// The index: what the namespace runs now.
@@ -247,8 +317,17 @@ pub fn service_record(
     let mut config_refs = Vec::new();
     let mut manifests = Vec::new();
     let mut images = BTreeSet::new();
+    let mut workload_images = BTreeSet::new();
     for o in plan.service_objects(service) {
         let d = &o.desired;
+        // Jobs of a phase (install, expand, contract) run in some deploys only: they are not
+        // part of what a generation runs, nor of what a rollback restores.
+        if !d.manifest["metadata"]["labels"][PHASE_LABEL].is_null() {
+            continue;
+        }
+        if WORKLOAD_KINDS.contains(&d.reference.kind.as_str()) {
+            collect_images(&d.manifest, &mut workload_images);
+        }
         objects.insert(d.reference.to_string(), d.hash.clone());
         if d.reference.kind == "ConfigMap" || d.reference.kind == "Secret" {
             config_refs.push(d.reference.clone());
@@ -276,12 +355,16 @@ pub fn service_record(
         config_hash: crate::plan::hash(&all),
         objects,
         images: images.into_iter().collect(),
+        release: release_of(&workload_images),
+        migration: None,
+        rollback_of: None,
         config_refs,
         manifests,
     }
 }
 
-fn collect_images(v: &Value, out: &mut BTreeSet<String>) {
+/// Every `image` field in a manifest.
+pub fn collect_images(v: &Value, out: &mut BTreeSet<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {

@@ -3,51 +3,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kstack_config::Config;
 use kstack_engine::fake::{Behaviour, FakeCluster};
 use kstack_engine::plan::{MANAGED_BY, SERVICE_LABEL};
-use kstack_engine::{Cluster, ObjectRef, Options, Report, ServiceState, StepKind, Timeouts};
+use kstack_engine::{Cluster, ObjectRef, Options, ServiceState, StepKind, Timeouts};
 use kstack_model::globals::Globals;
-use kstack_render::{Rendered, kubernetes};
 use serde_json::json;
 use tokio::time::Instant;
 
-fn config(globals: Globals) -> Config {
-    kstack_config::testing::config(globals, &[])
-}
-
-fn rendered(config: &Config) -> Rendered {
-    kubernetes::render(config).unwrap()
-}
-
-async fn run(
-    fake: &FakeCluster,
-    config: &Config,
-    serial: bool,
-    timeouts: &Timeouts,
-) -> (kstack_engine::Plan, Report) {
-    let rendered = rendered(config);
-    let ns = config.globals.kubernetes_namespace.clone();
-    let cluster_scoped = vec![ObjectRef::new("Namespace", None, &ns)];
-    let observed = kstack_engine::observe(fake, &ns, &cluster_scoped)
-        .await
-        .unwrap();
-    let plan = kstack_engine::plan(&rendered, &config.catalog, &observed, timeouts).unwrap();
-    let options = Options {
-        serial,
-        now: "2026-01-01T00:00:00Z".into(),
-    };
-    let report = kstack_engine::deploy(
-        fake,
-        &plan,
-        &observed,
-        &options,
-        &|_: &kstack_engine::Event| {},
-    )
-    .await
-    .unwrap();
-    (plan, report)
-}
+mod common;
+use common::{config, rendered, run};
 
 fn first(log: &[kstack_engine::fake::LogEntry], what: &str) -> Option<Duration> {
     log.iter().find(|e| e.what == what).map(|e| e.at)

@@ -251,6 +251,66 @@ pub struct BootstrapTask {
     /// Services that must be healthy before the task runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs: Vec<String>,
+    /// When the task runs: on every deploy that changes it (default), on the first install
+    /// only, or as a migration phase of an upgrade.
+    #[serde(default, skip_serializing_if = "Phase::is_always")]
+    pub phase: Phase,
+}
+
+/// When a bootstrap task runs. An upgrade is a deploy that changes a service's workload
+/// images (`openstack_release`, `openstack_tag`, `<service>_tag`) from its last healthy
+/// generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Every deploy whose version of the task differs from the one that ran (content-named
+    /// Jobs): idempotent tasks (create a database, register endpoints).
+    #[default]
+    Always,
+    /// Only while the service is installed (it has never been healthy): first-boot tasks that
+    /// must not run on existing data (initialise a database, full schema sync).
+    Install,
+    /// During an upgrade, before the new pods start: additive schema migrations the old code
+    /// still runs on (`KOLLA_UPGRADE`, `*_DB_EXPAND`, `*_DB_MIGRATE`).
+    Expand,
+    /// After an upgrade of every service succeeded: migrations the old code cannot run on
+    /// (`KOLLA_FINISH_UPGRADE`, `*_DB_CONTRACT`) and online data migrations (`KOLLA_OSM`).
+    /// A rollback to a generation older than a finished contract phase is refused.
+    Contract,
+}
+
+impl Phase {
+    pub fn is_always(&self) -> bool {
+        *self == Phase::Always
+    }
+
+    /// Whether the task is a migration phase of an upgrade (not run on install).
+    pub fn is_upgrade(&self) -> bool {
+        matches!(self, Phase::Expand | Phase::Contract)
+    }
+}
+
+/// Whether a task of phase `task` may run after one of phase `after`: always and install
+/// tasks first, then expand tasks, contract tasks last. (A task whose predecessor does not run
+/// in a deploy waits for that predecessor's own predecessors.)
+fn phase_may_follow(task: Phase, after: Phase) -> bool {
+    let rank = |p: Phase| match p {
+        Phase::Always | Phase::Install => 0,
+        Phase::Expand => 1,
+        Phase::Contract => 2,
+    };
+    rank(after) <= rank(task)
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Always => "always",
+            Phase::Install => "install",
+            Phase::Expand => "expand",
+            Phase::Contract => "contract",
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -340,6 +400,16 @@ pub enum CatalogIssue {
         service: String,
         task: String,
         unknown: String,
+    },
+    #[error(
+        "service `{service}`: bootstrap task `{task}` (phase {phase}) runs after `{after}` (phase {after_phase}), which does not run before it: a task may follow tasks of its own phase or earlier ones (always/install, then expand, then contract)"
+    )]
+    PhaseOrder {
+        service: String,
+        task: String,
+        phase: Phase,
+        after: String,
+        after_phase: Phase,
     },
     #[error("service `{service}` has no containers")]
     NoContainers { service: String },
@@ -473,6 +543,16 @@ impl Catalog {
                             service: name.clone(),
                             task: t.name.clone(),
                             unknown: after.clone(),
+                        });
+                    } else if let Some(a) = s.bootstrap.iter().find(|a| &a.name == after)
+                        && !phase_may_follow(t.phase, a.phase)
+                    {
+                        issues.push(CatalogIssue::PhaseOrder {
+                            service: name.clone(),
+                            task: t.name.clone(),
+                            phase: t.phase,
+                            after: after.clone(),
+                            after_phase: a.phase,
                         });
                     }
                 }
@@ -762,13 +842,41 @@ services:
 
     #[test]
     fn unknown_bootstrap_task_is_reported() {
-        let text = BUILTIN_YAML.replace("after: [db-create]\n      - name: register\n        task: { keystone_register: { service_name: glance",
-            "after: [db-creat]\n      - name: register\n        task: { keystone_register: { service_name: glance");
+        let text = BUILTIN_YAML.replace(
+            "after: [db-create]\n        phase: install\n      - name: db-expand\n        task: { command: { command: [kolla_start], env: { KOLLA_UPGRADE: \"\", GLANCE",
+            "after: [db-creat]\n        phase: install\n      - name: db-expand\n        task: { command: { command: [kolla_start], env: { KOLLA_UPGRADE: \"\", GLANCE",
+        );
         assert_ne!(text, BUILTIN_YAML);
         let err = Catalog::from_yaml("x", &text).unwrap_err();
         assert_eq!(
             err.to_string(),
             "service `glance-api`: bootstrap task `db-sync` runs after unknown task `db-creat`"
         );
+    }
+
+    #[test]
+    fn a_task_after_one_of_a_later_phase_is_reported() {
+        // glance's register (phase always) after its contract migration would never run on
+        // install.
+        let text = BUILTIN_YAML.replace(
+            "service_type: image, endpoints: [{ port: 9292 }] } }\n        needs: [keystone]",
+            "service_type: image, endpoints: [{ port: 9292 }] } }\n        needs: [keystone]\n        after: [db-contract]",
+        );
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "bootstrap task `register` (phase always) runs after `db-contract` (phase contract)"
+            ),
+            "{err}"
+        );
+        // The built-in catalog has every phase, in order.
+        let c = Catalog::builtin().unwrap();
+        let phases: BTreeSet<Phase> = c
+            .services
+            .values()
+            .flat_map(|s| s.bootstrap.iter().map(|t| t.phase))
+            .collect();
+        assert_eq!(phases.len(), 4, "{phases:?}");
     }
 }

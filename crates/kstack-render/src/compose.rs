@@ -336,6 +336,13 @@ impl SingleNode<'_> {
     }
 }
 
+/// The bootstrap tasks a single node runs: a Compose project is installed and reconfigured,
+/// never upgraded in place, so the migration phases of an upgrade (expand, contract) have no
+/// one-shot service.
+fn installs(service: &catalog::Service) -> impl Iterator<Item = &catalog::BootstrapTask> {
+    service.bootstrap.iter().filter(|t| !t.phase.is_upgrade())
+}
+
 /// The Compose service name of a bootstrap task.
 pub fn task_service_name(service: &str, task: &str) -> String {
     format!("{service}-{task}")
@@ -383,7 +390,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
 
         // Long-running containers: wait for every task of the service and every dependency.
         let mut waits = BTreeMap::new();
-        for t in &service.bootstrap {
+        for t in installs(service) {
             waits.insert(
                 task_service_name(name, &t.name),
                 Dependency {
@@ -423,7 +430,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
             });
         }
 
-        for t in &service.bootstrap {
+        for t in installs(service) {
             let (mut s, task_dirs) = task(config, name, service, t, &all_files)?;
             for after in &t.after {
                 s.depends_on.insert(

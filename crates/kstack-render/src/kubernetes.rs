@@ -340,6 +340,9 @@ fn service_object(globals: &Globals, name: &str, service: &catalog::Service) -> 
 /// Label naming the bootstrap task a Job runs (the catalog task name), so the deploy engine
 /// finds the Job of a task.
 pub const TASK_LABEL: &str = "kstack.io/task";
+/// Label naming the phase of a bootstrap task that does not run on every deploy (`install`,
+/// `expand`, `contract`; see [`kstack_model::catalog::Phase`]).
+pub const PHASE_LABEL: &str = "kstack.io/phase";
 /// Label telling a DaemonSet's pods from those of its per-host variants (`all`, or the hash of
 /// the host), so their selectors never overlap.
 pub const VARIANT_LABEL: &str = "kstack.io/variant";
@@ -897,7 +900,7 @@ impl Renderer<'_> {
         };
         let mut pod = pod_spec(globals, placed, vec![container], volumes);
         pod.restart_policy = Some("OnFailure".into());
-        out.push(Object::Job(job(globals, name, &task.name, pod)));
+        out.push(Object::Job(job(globals, name, task, pod)));
         Ok(out)
     }
 }
@@ -967,8 +970,10 @@ fn daemon_set(
     }
 }
 
-/// A bootstrap Job named `<service>-<task>-<hash of its spec>`.
-fn job(globals: &Globals, service: &str, task: &str, pod: PodSpec) -> Job {
+/// A bootstrap Job named `<service>-<task>-<hash of its spec>`; a task of an upgrade phase is
+/// labelled with it ([`PHASE_LABEL`]).
+fn job(globals: &Globals, service: &str, t: &catalog::BootstrapTask, pod: PodSpec) -> Job {
+    let task = t.name.as_str();
     let spec = JobSpec {
         backoff_limit: Some(JOB_BACKOFF_LIMIT),
         template: PodTemplateSpec {
@@ -982,12 +987,12 @@ fn job(globals: &Globals, service: &str, task: &str, pod: PodSpec) -> Job {
     };
     // A Job's pod template is immutable: a changed spec is a new Job, named by its hash.
     let hash = short_hash(&serde_json::to_vec(&spec).expect("job spec serializes"));
+    let mut labels = task_labels(service, task);
+    if !t.phase.is_always() {
+        labels.insert(PHASE_LABEL.to_owned(), t.phase.to_string());
+    }
     Job {
-        metadata: meta(
-            globals,
-            &format!("{service}-{task}-{hash}"),
-            task_labels(service, task),
-        ),
+        metadata: meta(globals, &format!("{service}-{task}-{hash}"), labels),
         spec: Some(spec),
         ..Default::default()
     }

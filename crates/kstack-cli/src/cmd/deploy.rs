@@ -62,6 +62,29 @@ pub enum DeployCommand {
         after_help = "Examples:\n  kstack history\n  kstack history keystone -o json\n\nGenerations are stored in the cluster (ConfigMaps kstack-release-<service>-<gen>), so the\nhistory survives the machine that ran kstack.\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config."
     )]
     History(HistoryArgs),
+    /// Restore one service to an earlier generation (default: the newest healthy generation
+    /// before the one it runs), wait until it is healthy, and record it as a new generation.
+    #[command(
+        after_help = "Examples:\n  kstack rollback keystone\n  kstack rollback glance-api --to 3\n  kstack history glance-api   # the generations to pick from\n\nA rollback re-applies the recorded workload, Service and config objects of that generation.\nIt does not undo database schema changes: expand-phase migrations leave a schema the older\nrelease still runs on, so rolling back an upgrade whose contract phase has not run is safe;\nafter a contract phase a rollback to older code is refused. The next `kstack deploy` applies\nglobals.yml again: change it too if the rollback should stay.\nExit codes: 0 healthy again, 1 cluster or IO failure, 2 invalid config or a refused rollback,\n3 the restored generation did not become healthy."
+    )]
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The service (see `kstack status`).
+    pub service: String,
+    /// The generation to restore (see `kstack history SERVICE`).
+    #[arg(long, value_name = "GENERATION")]
+    pub to: Option<u64>,
+    /// Time limit in seconds for the restored pods to become healthy (default: the service's
+    /// `kstack_timeouts`).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: Option<u64>,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +110,10 @@ pub struct DeployArgs {
     /// Run one step at a time (for comparison with the parallel run).
     #[arg(long)]
     pub serial: bool,
+    /// Leave a service whose new pods do not become healthy as it is, for inspection (default:
+    /// restore its last healthy generation).
+    #[arg(long)]
+    pub no_rollback: bool,
     /// Default time limit in seconds for each Job and health wait (overrides
     /// `kstack_timeouts.default`; per-service values in `kstack_timeouts` still apply).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -126,6 +153,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
         DeployCommand::Plan(a) => &a.target,
         DeployCommand::Status(a) => &a.target,
         DeployCommand::History(a) => &a.target,
+        DeployCommand::Rollback(a) => &a.target,
     };
     let Some(config) = load(target)? else {
         return Ok(ExitCode::from(2));
@@ -141,6 +169,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
             DeployCommand::Plan(args) => plan(args, &config, &rendered).await,
             DeployCommand::Status(args) => status(args, &config, &rendered).await,
             DeployCommand::History(args) => history(args, &config, &rendered).await,
+            DeployCommand::Rollback(args) => rollback(args, &config, &rendered).await,
         }
     })
 }
@@ -246,6 +275,7 @@ async fn deploy(
     let options = Options {
         serial: args.serial,
         now: chrono_now(),
+        no_rollback: args.no_rollback,
     };
     let report = kstack_engine::deploy(&c.cluster, &c.plan, &c.observed, &options, &|e: &Event| {
         progress.event(e)
@@ -452,19 +482,25 @@ async fn history(
                 "GENERATION",
                 "DEPLOY",
                 "TIME",
-                "STATE",
+                "RELEASE",
+                "OUTCOME",
                 "CONFIG HASH",
-                "IMAGES",
+                "CURRENT",
             ]);
+            let index = c.observed.history.index.as_ref();
             for r in &records {
+                let current = index
+                    .and_then(|i| i.services.get(&r.service))
+                    .is_some_and(|e| e.generation == r.generation);
                 t.add_row([
                     r.service.clone(),
                     r.generation.to_string(),
                     r.deploy_generation.to_string(),
                     r.time.clone(),
-                    r.state.to_string(),
+                    r.release.clone(),
+                    r.outcome(),
                     r.config_hash.clone(),
-                    r.images.join(" "),
+                    if current { "*".into() } else { String::new() },
                 ]);
             }
             println!("{t}");
@@ -482,6 +518,70 @@ async fn history(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn rollback(
+    args: RollbackArgs,
+    config: &Config,
+    rendered: &Rendered,
+) -> anyhow::Result<ExitCode> {
+    let timeouts = timeouts(config, None);
+    let c = connect(&args.target, config, rendered, &timeouts).await?;
+    let existing = c
+        .observed
+        .objects
+        .keys()
+        .filter(|r| r.kind == "ConfigMap" || r.kind == "Secret")
+        .cloned()
+        .collect();
+    let namespace = &c.plan.namespace;
+    let plan = match kstack_engine::plan_rollback(
+        &c.observed.history,
+        namespace,
+        &args.service,
+        args.to,
+        &existing,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kstack rollback: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let timeout = args
+        .timeout
+        .map_or_else(|| timeouts.for_service(&args.service), Duration::from_secs);
+    eprintln!(
+        "{}: restoring generation {} ({}) over generation {}, waiting up to {}s",
+        plan.service,
+        plan.target.generation,
+        plan.target.release,
+        plan.current,
+        timeout.as_secs()
+    );
+    let report = kstack_engine::rollback(
+        &c.cluster,
+        namespace,
+        &c.observed.history,
+        &plan,
+        timeout,
+        &chrono_now(),
+    )
+    .await
+    .with_context(|| format!("recording the rollback of {}", plan.service))?;
+    match args.output {
+        Output::Table => println!("{}", report.message),
+        other => print_data(other, &report)?,
+    }
+    if report.healthy {
+        eprintln!(
+            "note: the next `kstack deploy` applies the config directory again; change it too if {} should stay at generation {}",
+            plan.service, plan.target.generation
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_STEP_FAILED))
+    }
 }
 
 /// Deploy progress: a live view of running, done and waiting steps on a terminal; one line per
