@@ -5,6 +5,8 @@
 //! never look like a passed one.
 use std::time::Duration;
 
+pub mod cloud;
+
 use anyhow::Context;
 use kstack_k8s::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

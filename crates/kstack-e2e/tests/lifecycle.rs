@@ -1,0 +1,431 @@
+//! Lifecycle on the real local control plane, each test in a namespace of its own:
+//! - a reconfigure of one option of one service replaces only that service's pods, and a
+//!   manual rollback restores the previous generation, listed by `kstack history`;
+//! - an upgrade of every service to a new release tag runs the expand migrations before the
+//!   new pods and the contract migrations after every service is healthy, while no API service
+//!   ever has zero ready endpoints (watched on EndpointSlices); a rollback across the contract
+//!   phase is then refused;
+//! - an upgrade whose pods never become ready is rolled back automatically: the service is
+//!   healthy again on its previous generation and its dependents were not touched.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use futures::StreamExt;
+use kstack_e2e::client;
+use kstack_e2e::cloud::Cloud;
+use kstack_engine::Cluster;
+use kstack_k8s::api::discovery::v1::EndpointSlice;
+use kube::runtime::watcher;
+use serde_json::Value;
+
+/// Keystone, two API services that depend on it, and the infrastructure under them.
+const SMALL: &str = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\nenable_glance: \"yes\"\nenable_placement: \"yes\"\nenable_horizon: \"yes\"\n";
+/// The API services whose endpoints must never drop to zero.
+const APIS: &[&str] = &["keystone", "glance-api", "placement-api", "horizon"];
+const NEW: &str = "2025.2";
+
+/// Per workload of the namespace: kind/name → (pod template, metadata.generation).
+async fn workloads(cloud: &Cloud) -> anyhow::Result<BTreeMap<String, (Value, i64)>> {
+    let mut out = BTreeMap::new();
+    for kind in ["Deployment", "StatefulSet", "DaemonSet"] {
+        for o in cloud
+            .cluster
+            .list(kind, &cloud.ns.name, "app.kubernetes.io/managed-by=kstack")
+            .await?
+        {
+            out.insert(
+                format!("{kind}/{}", o["metadata"]["name"].as_str().unwrap_or("?")),
+                (
+                    o["spec"]["template"].clone(),
+                    o["metadata"]["generation"].as_i64().unwrap_or(0),
+                ),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// ReplicaSets of the namespace: name → (uid, owning service, pod template image, creation).
+type ReplicaSets = BTreeMap<String, (String, String, String, String)>;
+
+async fn replica_sets(cloud: &Cloud) -> anyhow::Result<ReplicaSets> {
+    let api: kube::Api<kstack_k8s::api::apps::v1::ReplicaSet> =
+        kube::Api::namespaced(client().await?, &cloud.ns.name);
+    let mut out = BTreeMap::new();
+    for rs in api.list(&Default::default()).await? {
+        let v = serde_json::to_value(&rs)?;
+        out.insert(
+            v["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            (
+                v["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
+                v["metadata"]["labels"]["app.kubernetes.io/name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                v["spec"]["template"]["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                v["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+        );
+    }
+    Ok(out)
+}
+
+/// What a watch of the namespace's EndpointSlices saw, per Service.
+#[derive(Debug, Default, Clone)]
+struct Endpoints {
+    /// Ready endpoints per Service, after every event.
+    counts: BTreeMap<String, Vec<usize>>,
+    /// Ready pods per Service, now.
+    ready_pods: BTreeMap<String, BTreeSet<String>>,
+    slices: BTreeMap<String, (String, BTreeSet<String>)>,
+}
+
+impl Endpoints {
+    fn update(&mut self, slice: &EndpointSlice, deleted: bool) {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        let Some(service) = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/service-name"))
+            .cloned()
+        else {
+            return;
+        };
+        if deleted {
+            self.slices.remove(&name);
+        } else {
+            let ready: BTreeSet<String> = slice
+                .endpoints
+                .iter()
+                .flatten()
+                // `ready` unset means ready (discovery/v1).
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+                .map(|e| {
+                    e.target_ref
+                        .as_ref()
+                        .and_then(|t| t.name.clone())
+                        .unwrap_or_else(|| e.addresses.join(","))
+                })
+                .collect();
+            self.slices.insert(name, (service.clone(), ready));
+        }
+        let pods: BTreeSet<String> = self
+            .slices
+            .values()
+            .filter(|(s, _)| *s == service)
+            .flat_map(|(_, p)| p.iter().cloned())
+            .collect();
+        self.counts.entry(service.clone()).or_default().push(pods.len());
+        self.ready_pods.insert(service, pods);
+    }
+}
+
+/// Watches the namespace's EndpointSlices until the returned handle is dropped.
+async fn watch_endpoints(
+    ns: &str,
+) -> anyhow::Result<(Arc<Mutex<Endpoints>>, tokio::task::JoinHandle<()>)> {
+    let api: kube::Api<EndpointSlice> = kube::Api::namespaced(client().await?, ns);
+    let seen = Arc::new(Mutex::new(Endpoints::default()));
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let s = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut synced = Some(synced_tx);
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(e)) = stream.next().await {
+            let mut s = s.lock().unwrap();
+            match e {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.update(&o, false),
+                watcher::Event::Delete(o) => s.update(&o, true),
+                watcher::Event::InitDone => {
+                    if let Some(tx) = synced.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                watcher::Event::Init => {}
+            }
+        }
+    });
+    tokio::time::timeout(kstack_e2e::WAIT, synced_rx)
+        .await
+        .context("the EndpointSlice watch did not sync")??;
+    Ok((seen, task))
+}
+
+async fn history(cloud: &Cloud, service: &str) -> anyhow::Result<Vec<Value>> {
+    let out = cloud.run(&["history", service, "-o", "json"]).await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "history: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn image_of(template: &Value) -> &str {
+    template["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_reconfigure_replaces_only_that_services_pods_and_a_rollback_restores_it()
+-> anyhow::Result<()> {
+    let cloud = Cloud::new("kstack-reconf", SMALL).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let before = workloads(&cloud).await?;
+    let rs_before = replica_sets(&cloud).await?;
+    assert!(before.len() >= 7, "{:?}", before.keys());
+
+    // One option of one service: glance's debug flag, in kolla-ansible's override layout.
+    let overrides = cloud.dir.path().join("config");
+    std::fs::create_dir_all(&overrides)?;
+    std::fs::write(overrides.join("glance.conf"), "[DEFAULT]\ndebug = True\n")?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["succeeded"], true);
+    let after = workloads(&cloud).await?;
+    for (name, (template, generation)) in &before {
+        let (t, g) = &after[name];
+        if name == "Deployment/glance-api" {
+            assert_ne!(t, template, "glance-api's pods are replaced");
+            assert_eq!(*g, generation + 1);
+        } else {
+            assert_eq!(t, template, "{name}'s pod template is unchanged");
+            assert_eq!(g, generation, "{name} was not written");
+        }
+    }
+    // Every ReplicaSet of the other services is the same object; glance-api has one more.
+    let rs_after = replica_sets(&cloud).await?;
+    for (name, (uid, ..)) in &rs_before {
+        assert_eq!(rs_after.get(name).map(|r| &r.0), Some(uid), "{name}");
+    }
+    let new: Vec<&String> = rs_after
+        .keys()
+        .filter(|n| !rs_before.contains_key(*n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(rs_after[new[0]].1, "glance-api");
+
+    // Back to the first generation by hand; history lists all three.
+    let out = cloud
+        .run(&["rollback", "glance-api", "-o", "json"])
+        .await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rollback: {stderr}");
+    let rb: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(rb["from"], 2);
+    assert_eq!(rb["to"], 1);
+    assert_eq!(rb["generation"], 3);
+    assert_eq!(rb["healthy"], true);
+    assert!(stderr.contains("the next `kstack deploy` applies the config directory again"));
+    let restored = workloads(&cloud).await?;
+    assert_eq!(
+        restored["Deployment/glance-api"].0, before["Deployment/glance-api"].0,
+        "the first generation's pod template is back"
+    );
+    let h = history(&cloud, "glance-api").await?;
+    let gens: Vec<(u64, &str)> = h
+        .iter()
+        .map(|r| {
+            (
+                r["generation"].as_u64().unwrap_or(0),
+                r["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(gens, [(1, "healthy"), (2, "healthy"), (3, "healthy")]);
+    assert_eq!(h[2]["rollback_of"], 1);
+    let status = cloud.status().await?;
+    let glance = status
+        .iter()
+        .find(|s| s["service"] == "glance-api")
+        .context("glance-api row")?;
+    assert_eq!(glance["health"], "healthy", "{glance}");
+    assert_eq!(glance["generation"], 3, "{glance}");
+
+    // A generation that does not exist is refused with exit code 2 and a clear message.
+    let out = cloud.run(&["rollback", "glance-api", "--to", "7"]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no generation 7; recorded: 1, 2, 3"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without_endpoints()
+-> anyhow::Result<()> {
+    // A readiness delay, so each surge pod is unready for a while, as a real API is.
+    let labels = "kstack_pod_labels:\n  keystone: {kstack.io/dev-ready-delay: 2s}\n  glance-api: {kstack.io/dev-ready-delay: 2s}\n  placement-api: {kstack.io/dev-ready-delay: 2s}\n  horizon: {kstack.io/dev-ready-delay: 2s}\n";
+    let cloud = Cloud::new("kstack-upgrade", &format!("{SMALL}{labels}")).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let before = workloads(&cloud).await?;
+
+    let (seen, watch) = watch_endpoints(&cloud.ns.name).await?;
+    let start = seen.lock().unwrap().clone();
+    for api in APIS {
+        assert!(
+            !start.ready_pods.get(*api).cloned().unwrap_or_default().is_empty(),
+            "{api} has ready endpoints before the upgrade: {start:?}"
+        );
+    }
+    cloud.set_globals(&format!("{SMALL}{labels}openstack_release: \"{NEW}\"\n"))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "upgrade failed:\n{stderr}");
+    assert_eq!(report["succeeded"], true);
+    watch.abort();
+    let end = seen.lock().unwrap().clone();
+
+    // Every workload runs the new release.
+    let after = workloads(&cloud).await?;
+    for (name, (template, _)) in &after {
+        assert!(image_of(template).ends_with(&format!(":{NEW}-rocky-9")), "{name}: {template}");
+        assert_ne!(template, &before[name].0, "{name}");
+    }
+    // No API service ever had zero ready endpoints, and its pods were all replaced.
+    for api in APIS {
+        let counts = &end.counts[*api];
+        assert!(
+            counts.iter().all(|n| *n > 0),
+            "{api} had no ready endpoint during the upgrade: {counts:?}"
+        );
+        let old = &start.ready_pods[*api];
+        let new = &end.ready_pods[*api];
+        assert!(old.is_disjoint(new), "{api}: {old:?} → {new:?}");
+    }
+
+    // Migrations: expand Jobs finished before the new pods were created; contract Jobs were
+    // created only after every new ReplicaSet.
+    let jobs = cloud
+        .cluster
+        .list("Job", &cloud.ns.name, "app.kubernetes.io/managed-by=kstack")
+        .await?;
+    let time = |v: &str| -> anyhow::Result<chrono::DateTime<chrono::FixedOffset>> {
+        chrono::DateTime::parse_from_rfc3339(v).with_context(|| format!("timestamp {v:?}"))
+    };
+    let mut new_rs_created = BTreeMap::new();
+    for (_, service, image, created) in replica_sets(&cloud).await?.values() {
+        if image.contains(NEW) {
+            new_rs_created.insert(service.clone(), time(created)?);
+        }
+    }
+    let last_rs = *new_rs_created.values().max().context("new ReplicaSets")?;
+    let mut expands = 0;
+    let mut contracts = 0;
+    for j in &jobs {
+        let l = &j["metadata"]["labels"];
+        let service = l["app.kubernetes.io/name"].as_str().unwrap_or_default();
+        match l["kstack.io/phase"].as_str() {
+            Some("expand") => {
+                expands += 1;
+                assert_eq!(j["status"]["succeeded"], 1, "{}", j["metadata"]["name"]);
+                let done = time(j["status"]["completionTime"].as_str().unwrap_or_default())?;
+                let pods = new_rs_created[service];
+                assert!(
+                    done <= pods,
+                    "{}: expand finished {done} after the new pods {pods}",
+                    j["metadata"]["name"]
+                );
+            }
+            Some("contract") => {
+                contracts += 1;
+                assert_eq!(j["status"]["succeeded"], 1, "{}", j["metadata"]["name"]);
+                let created = time(j["metadata"]["creationTimestamp"].as_str().unwrap_or_default())?;
+                assert!(created >= last_rs, "{}", j["metadata"]["name"]);
+            }
+            _ => {}
+        }
+    }
+    // keystone, glance (expand + migrate), placement.
+    assert_eq!(expands, 4, "{jobs:?}");
+    assert_eq!(contracts, 3);
+    let h = history(&cloud, "keystone").await?;
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[1]["migration"], "contracted");
+    assert!(h[1]["release"].as_str().unwrap_or_default().starts_with(NEW));
+
+    // The contract phase ran: going back to the old code is refused.
+    let out = cloud.run(&["rollback", "keystone"]).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refusing to roll back to generation 1"), "{stderr}");
+    assert!(
+        image_of(&workloads(&cloud).await?["Deployment/keystone"].0).contains(NEW),
+        "nothing was changed"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_are_untouched()
+-> anyhow::Result<()> {
+    let cloud = Cloud::new("kstack-rollback", SMALL).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let before = workloads(&cloud).await?;
+    let (seen, watch) = watch_endpoints(&cloud.ns.name).await?;
+
+    // The new keystone pods run but never become ready.
+    cloud.set_globals(&format!(
+        "{SMALL}openstack_release: \"{NEW}\"\nkstack_pod_labels:\n  keystone: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  keystone: 15\n"
+    ))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    watch.abort();
+    assert_eq!(code, 3, "{stderr}");
+    let failure = &report["failures"][0];
+    assert_eq!(failure["service"], "keystone", "{report}");
+    let rb = &failure["rollback"];
+    assert_eq!(rb["failed"], 2, "{report}");
+    assert_eq!(rb["restored"], 1);
+    assert_eq!(rb["generation"], 3);
+    assert_eq!(rb["healthy"], true, "{report}");
+    assert!(
+        stderr.contains("rolled back automatically to generation 1"),
+        "{stderr}"
+    );
+
+    // Keystone runs its previous generation again and is healthy.
+    let after = workloads(&cloud).await?;
+    assert_eq!(
+        after["Deployment/keystone"].0, before["Deployment/keystone"].0,
+        "keystone's previous pod template is back"
+    );
+    let status = cloud.status().await?;
+    let keystone = status
+        .iter()
+        .find(|s| s["service"] == "keystone")
+        .context("keystone row")?;
+    assert_eq!(keystone["health"], "healthy", "{keystone}");
+    assert_eq!(keystone["generation"], 3, "{keystone}");
+    // Its dependents were not touched.
+    for dependent in ["glance-api", "placement-api", "horizon"] {
+        assert_eq!(
+            after[&format!("Deployment/{dependent}")],
+            before[&format!("Deployment/{dependent}")],
+            "{dependent}"
+        );
+    }
+    // The old keystone pods served throughout.
+    let counts = &seen.lock().unwrap().counts;
+    assert!(
+        counts.get("keystone").is_none_or(|c| c.iter().all(|n| *n > 0)),
+        "{counts:?}"
+    );
+    let h = history(&cloud, "keystone").await?;
+    let states: Vec<&str> = h.iter().map(|r| r["state"].as_str().unwrap_or("")).collect();
+    assert_eq!(states, ["healthy", "failed", "healthy"]);
+    assert_eq!(h[2]["rollback_of"], 1);
+    Ok(())
+}
