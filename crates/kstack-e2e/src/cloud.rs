@@ -147,4 +147,3 @@ impl Cloud {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 }
-

@@ -56,7 +56,10 @@ async fn replica_sets(cloud: &Cloud) -> anyhow::Result<ReplicaSets> {
     for rs in api.list(&Default::default()).await? {
         let v = serde_json::to_value(&rs)?;
         out.insert(
-            v["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             (
                 v["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
                 v["metadata"]["labels"]["app.kubernetes.io/name"]
@@ -123,7 +126,10 @@ impl Endpoints {
             .filter(|(s, _)| *s == service)
             .flat_map(|(_, p)| p.iter().cloned())
             .collect();
-        self.counts.entry(service.clone()).or_default().push(pods.len());
+        self.counts
+            .entry(service.clone())
+            .or_default()
+            .push(pods.len());
         self.ready_pods.insert(service, pods);
     }
 }
@@ -216,9 +222,7 @@ async fn a_reconfigure_replaces_only_that_services_pods_and_a_rollback_restores_
     assert_eq!(rs_after[new[0]].1, "glance-api");
 
     // Back to the first generation by hand; history lists all three.
-    let out = cloud
-        .run(&["rollback", "glance-api", "-o", "json"])
-        .await?;
+    let out = cloud.run(&["rollback", "glance-api", "-o", "json"]).await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "rollback: {stderr}");
     let rb: Value = serde_json::from_slice(&out.stdout)?;
@@ -277,7 +281,12 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     let start = seen.lock().unwrap().clone();
     for api in APIS {
         assert!(
-            !start.ready_pods.get(*api).cloned().unwrap_or_default().is_empty(),
+            !start
+                .ready_pods
+                .get(*api)
+                .cloned()
+                .unwrap_or_default()
+                .is_empty(),
             "{api} has ready endpoints before the upgrade: {start:?}"
         );
     }
@@ -291,7 +300,10 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     // Every workload runs the new release.
     let after = workloads(&cloud).await?;
     for (name, (template, _)) in &after {
-        assert!(image_of(template).ends_with(&format!(":{NEW}-rocky-9")), "{name}: {template}");
+        assert!(
+            image_of(template).ends_with(&format!(":{NEW}-rocky-9")),
+            "{name}: {template}"
+        );
         assert_ne!(template, &before[name].0, "{name}");
     }
     // No API service ever had zero ready endpoints, and its pods were all replaced.
@@ -342,7 +354,11 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
             Some("contract") => {
                 contracts += 1;
                 assert_eq!(j["status"]["succeeded"], 1, "{}", j["metadata"]["name"]);
-                let created = time(j["metadata"]["creationTimestamp"].as_str().unwrap_or_default())?;
+                let created = time(
+                    j["metadata"]["creationTimestamp"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )?;
                 assert!(created >= last_rs, "{}", j["metadata"]["name"]);
             }
             _ => {}
@@ -354,13 +370,21 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     let h = history(&cloud, "keystone").await?;
     assert_eq!(h.len(), 2);
     assert_eq!(h[1]["migration"], "contracted");
-    assert!(h[1]["release"].as_str().unwrap_or_default().starts_with(NEW));
+    assert!(
+        h[1]["release"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(NEW)
+    );
 
     // The contract phase ran: going back to the old code is refused.
     let out = cloud.run(&["rollback", "keystone"]).await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("refusing to roll back to generation 1"), "{stderr}");
+    assert!(
+        stderr.contains("refusing to roll back to generation 1"),
+        "{stderr}"
+    );
     assert!(
         image_of(&workloads(&cloud).await?["Deployment/keystone"].0).contains(NEW),
         "nothing was changed"
@@ -420,11 +444,16 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
     // The old keystone pods served throughout.
     let counts = &seen.lock().unwrap().counts;
     assert!(
-        counts.get("keystone").is_none_or(|c| c.iter().all(|n| *n > 0)),
+        counts
+            .get("keystone")
+            .is_none_or(|c| c.iter().all(|n| *n > 0)),
         "{counts:?}"
     );
     let h = history(&cloud, "keystone").await?;
-    let states: Vec<&str> = h.iter().map(|r| r["state"].as_str().unwrap_or("")).collect();
+    let states: Vec<&str> = h
+        .iter()
+        .map(|r| r["state"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(states, ["healthy", "failed", "healthy"]);
     assert_eq!(h[2]["rollback_of"], 1);
     Ok(())

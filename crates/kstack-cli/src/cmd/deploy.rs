@@ -394,10 +394,64 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
                 count(Action::Unchanged),
                 c.plan.prune.len()
             );
+            for line in mode_lines(&c.plan) {
+                println!("{line}");
+            }
         }
         other => print_data(other, &rows)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the deploy does per service beyond applying objects: upgrades (with the migration
+/// phases they run) and pending contract phases.
+fn mode_lines(plan: &Plan) -> Vec<String> {
+    let tasks = |service: &str, phase: &str| -> Vec<String> {
+        plan.steps
+            .iter()
+            .filter(|s| s.service.as_deref() == Some(service))
+            .filter_map(|s| match &s.kind {
+                kstack_engine::StepKind::Job { task, .. }
+                    if plan.objects[s.objects[0]].desired.manifest["metadata"]["labels"]
+                        [kubernetes::PHASE_LABEL]
+                        == phase =>
+                {
+                    Some(task.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (service, m) in &plan.modes {
+        let expand = tasks(service, "expand");
+        let contract = tasks(service, "contract");
+        let phases = |out: &mut String| {
+            if !expand.is_empty() {
+                out.push_str(&format!("; before the new pods: {}", expand.join(", ")));
+            }
+            if !contract.is_empty() {
+                out.push_str(&format!(
+                    "; after every service is healthy: {}",
+                    contract.join(", ")
+                ));
+            }
+        };
+        match &m.mode {
+            kstack_engine::Mode::Upgrade { from, from_release } => {
+                let mut line = format!("upgrade {service} from generation {from} ({from_release})");
+                phases(&mut line);
+                out.push(line);
+            }
+            _ if !contract.is_empty() => {
+                let mut line = format!("{service}: contract phase of an earlier upgrade");
+                phases(&mut line);
+                out.push(line);
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 async fn status(
