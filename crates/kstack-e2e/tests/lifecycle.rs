@@ -442,7 +442,7 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
         );
     }
     // The old keystone pods served throughout.
-    let counts = &seen.lock().unwrap().counts;
+    let counts = seen.lock().unwrap().counts.clone();
     assert!(
         counts
             .get("keystone")
