@@ -249,7 +249,7 @@ impl ServiceMode {
     /// Whether a bootstrap task of `phase` runs in this deploy.
     pub fn runs(&self, phase: Phase) -> bool {
         match phase {
-            Phase::Always => true,
+            Phase::Always | Phase::Post => true,
             Phase::Install => self.mode == Mode::Install,
             Phase::Expand => matches!(self.mode, Mode::Upgrade { .. }),
             Phase::Contract => self.contract,
@@ -451,7 +451,10 @@ pub fn plan(
             .collect();
         let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut job_steps = Vec::new();
-        for task in tasks.iter().filter(|t| t.phase != Phase::Contract) {
+        for task in tasks
+            .iter()
+            .filter(|t| !matches!(t.phase, Phase::Contract | Phase::Post))
+        {
             let mut deps = vec![config];
             for a in &task.after {
                 deps.extend(task_steps.get(a).into_iter().flatten().copied());
@@ -519,6 +522,30 @@ pub fn plan(
             timeout,
         );
         healthy.insert(service.clone(), health);
+
+        // Post tasks: once the service is healthy; its dependents do not wait for them.
+        let mut post_steps: BTreeMap<String, usize> = BTreeMap::new();
+        for task in tasks.iter().filter(|t| t.phase == Phase::Post) {
+            let Some(&i) = jobs.get(&task.name) else {
+                continue;
+            };
+            let mut deps = vec![health];
+            deps.extend(task.after.iter().filter_map(|a| post_steps.get(a)));
+            deps.extend(task.needs.iter().filter_map(|n| healthy.get(n)));
+            deps.sort_unstable();
+            deps.dedup();
+            let id = push(
+                StepKind::Job {
+                    task: task.name.clone(),
+                    job: objects[i].desired.reference.clone(),
+                },
+                Some(service),
+                deps,
+                vec![i],
+                timeout,
+            );
+            post_steps.insert(task.name.clone(), id);
+        }
     }
 
     // Contract phases: once every service of the deploy is healthy (the whole upgrade

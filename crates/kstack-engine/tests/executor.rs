@@ -56,6 +56,16 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         let wl_apply = first(&log, &format!("apply {}", wl.desired.reference)).unwrap();
         for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
             let done = first(&log, &format!("ready {}", o.desired.reference)).unwrap();
+            if o.desired.manifest["metadata"]["labels"]["kstack.io/phase"] == "post" {
+                // A post task runs once its service is healthy.
+                let ready = first(&log, &format!("ready {}", wl.desired.reference)).unwrap();
+                let start = first(&log, &format!("apply {}", o.desired.reference)).unwrap();
+                assert!(
+                    ready <= start,
+                    "{service}: post task before the service was ready"
+                );
+                continue;
+            }
             assert!(
                 done <= wl_apply,
                 "{service}: workload applied before its Job finished"

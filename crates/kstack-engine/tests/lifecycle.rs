@@ -393,3 +393,27 @@ async fn a_reconfigure_that_never_becomes_ready_is_rolled_back_too() {
         .unwrap();
     assert_eq!(o["spec"]["replicas"], 1, "the old spec is restored");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_post_task_runs_once_its_service_is_healthy() {
+    let fake = FakeCluster::new();
+    let (plan, report) = run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    assert!(report.succeeded());
+    let log = fake.log();
+    // nova's discover_hosts registers the computes, so it runs once they are up.
+    let discover = first(&log, "apply Job/nova-compute-discover-hosts-");
+    assert!(first(&log, "ready DaemonSet/nova-compute") < discover);
+    // Nothing waits for it: the health step of nova-compute is what dependents wait on.
+    let step = plan
+        .steps
+        .iter()
+        .find(|s| s.name() == "nova-compute: job discover-hosts")
+        .unwrap();
+    assert!(plan.steps.iter().all(|s| !s.deps.contains(&step.id)));
+    let healthy = plan
+        .steps
+        .iter()
+        .find(|s| s.name() == "nova-compute: healthy")
+        .unwrap();
+    assert!(step.deps.contains(&healthy.id));
+}

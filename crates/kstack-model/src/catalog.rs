@@ -273,6 +273,9 @@ pub enum Phase {
     /// During an upgrade, before the new pods start: additive schema migrations the old code
     /// still runs on (`KOLLA_UPGRADE`, `*_DB_EXPAND`, `*_DB_MIGRATE`).
     Expand,
+    /// After the service itself is healthy, whenever its Job changes; its dependents do not
+    /// wait for it (nova's `discover_hosts` once the computes run).
+    Post,
     /// After an upgrade of every service succeeded: migrations the old code cannot run on
     /// (`KOLLA_FINISH_UPGRADE`, `*_DB_CONTRACT`) and online data migrations (`KOLLA_OSM`).
     /// A rollback to a generation older than a finished contract phase is refused.
@@ -291,13 +294,14 @@ impl Phase {
 }
 
 /// Whether a task of phase `task` may run after one of phase `after`: always and install
-/// tasks first, then expand tasks, contract tasks last. (A task whose predecessor does not run
+/// tasks first, then expand tasks, then post tasks, contract tasks last. (A task whose predecessor does not run
 /// in a deploy waits for that predecessor's own predecessors.)
 fn phase_may_follow(task: Phase, after: Phase) -> bool {
     let rank = |p: Phase| match p {
         Phase::Always | Phase::Install => 0,
         Phase::Expand => 1,
-        Phase::Contract => 2,
+        Phase::Post => 2,
+        Phase::Contract => 3,
     };
     rank(after) <= rank(task)
 }
@@ -308,6 +312,7 @@ impl std::fmt::Display for Phase {
             Phase::Always => "always",
             Phase::Install => "install",
             Phase::Expand => "expand",
+            Phase::Post => "post",
             Phase::Contract => "contract",
         })
     }
@@ -877,6 +882,6 @@ services:
             .values()
             .flat_map(|s| s.bootstrap.iter().map(|t| t.phase))
             .collect();
-        assert_eq!(phases.len(), 4, "{phases:?}");
+        assert_eq!(phases.len(), 5, "{phases:?}");
     }
 }

@@ -390,7 +390,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
 
         // Long-running containers: wait for every task of the service and every dependency.
         let mut waits = BTreeMap::new();
-        for t in installs(service) {
+        for t in installs(service).filter(|t| t.phase != catalog::Phase::Post) {
             waits.insert(
                 task_service_name(name, &t.name),
                 Dependency {
@@ -443,6 +443,10 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
             for need in t.needs.iter().filter(|n| enabled(n)) {
                 s.depends_on
                     .extend(wait_for_service(&config.catalog.services[need]));
+            }
+            if t.phase == catalog::Phase::Post {
+                // After the service's own containers are healthy.
+                s.depends_on.extend(wait_for_service(service));
             }
             s.restart = SingleNode::RESTART_TASK.to_owned();
             s.labels = SingleNode::labels(name, "bootstrap");
