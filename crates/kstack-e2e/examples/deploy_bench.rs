@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kstack_config::Config;
 use kstack_e2e::TempNamespace;
-use kstack_engine::{Options, StepKind, Timeouts};
+use kstack_engine::{Limits, Options, StepKind};
 use kstack_kube::KubeCluster;
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
@@ -77,7 +77,7 @@ async fn run(serial: bool) -> anyhow::Result<Run> {
     let start = Instant::now();
     let cluster_scoped = vec![kstack_engine::ObjectRef::new("Namespace", None, &ns.name)];
     let observed = kstack_engine::observe(&cluster, &ns.name, &cluster_scoped).await?;
-    let plan = kstack_engine::plan(&rendered, &config.catalog, &observed, &Timeouts::default())?;
+    let plan = kstack_engine::plan(&rendered, &config.catalog, &observed, &Limits::default())?;
     let options = Options {
         serial,
         now: "bench".into(),

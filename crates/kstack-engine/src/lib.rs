@@ -20,6 +20,6 @@ pub mod status;
 
 pub use cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
 pub use execute::{Event, Options, Report, RolledBack, StepFailure, deploy, observe};
-pub use plan::{Action, Mode, Observed, Plan, ServiceMode, Step, StepKind, Timeouts, plan};
+pub use plan::{Action, Limits, Mode, Observed, Plan, ServiceMode, Step, StepKind, plan};
 pub use release::{Migration, ReleaseHistory, ServiceRecord, ServiceState};
 pub use rollback::{RollbackError, RollbackPlan, RollbackReport, plan_rollback, rollback};

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use kstack_model::catalog::Phase;
 
 use crate::cluster::{Condition, ObjectRef};
-use crate::release::{Migration, RELEASE_LABEL, ReleaseHistory, collect_images};
+use crate::release::{Migration, RELEASE_LABEL, ReleaseHistory, ServiceState, collect_images};
 
 /// Annotation holding the hash of the manifest kstack applied; an object whose annotation
 /// matches the desired hash is left alone (no API write).
@@ -106,23 +106,26 @@ impl DesiredObject {
     }
 }
 
-/// Per-step time limits: a default plus per-service values (`kstack_timeouts`).
+/// Per-step time limits (a default plus per-service values, `kstack_timeouts`) and how many
+/// generations of each service the release record keeps (`kstack_history_limit`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timeouts {
+pub struct Limits {
     pub default: Duration,
     pub per_service: BTreeMap<String, Duration>,
+    pub history: usize,
 }
 
-impl Default for Timeouts {
+impl Default for Limits {
     fn default() -> Self {
-        Timeouts {
+        Limits {
             default: Duration::from_secs(600),
             per_service: BTreeMap::new(),
+            history: kstack_model::globals::DEFAULT_HISTORY_LIMIT,
         }
     }
 }
 
-impl Timeouts {
+impl Limits {
     pub fn for_service(&self, service: &str) -> Duration {
         self.per_service
             .get(service)
@@ -334,7 +337,7 @@ pub fn plan(
     rendered: &Rendered,
     catalog: &Catalog,
     observed: &Observed,
-    timeouts: &Timeouts,
+    timeouts: &Limits,
 ) -> Result<Plan, PlanError> {
     let desired = desired(rendered);
     let namespace = desired
@@ -584,17 +587,52 @@ pub fn plan(
         }
     }
 
-    let prune = prune_candidates(&objects, &enabled, observed);
-
-    Ok(Plan {
+    let mut plan = Plan {
         namespace,
         input_hash: hash(&all),
         objects,
         steps,
-        prune,
+        prune: Vec::new(),
         services: order,
         modes,
-    })
+    };
+    let trimmed = trimmed_records(&plan, &observed.history, timeouts.history);
+    plan.prune = prune_candidates(&plan.objects, &enabled, observed, &trimmed);
+    for (service, generation) in &trimmed {
+        plan.prune.push(ObjectRef::new(
+            "ConfigMap",
+            Some(&plan.namespace),
+            &format!("kstack-release-{service}-{generation}"),
+        ));
+    }
+    Ok(plan)
+}
+
+/// The generations whose records go once the deploy succeeded: all but the newest `limit`
+/// (counting the one this deploy records), the current one and the last healthy one.
+fn trimmed_records(plan: &Plan, history: &ReleaseHistory, limit: usize) -> BTreeSet<(String, u64)> {
+    let mut out = BTreeSet::new();
+    for (service, gens) in &history.services {
+        let latest = gens.keys().next_back().copied().unwrap_or(0);
+        let adds = plan.services.contains(service)
+            && crate::release::service_record(plan, history, service, ServiceState::Healthy, "")
+                .generation
+                > latest;
+        let keep_old = limit.saturating_sub(usize::from(adds)).max(1);
+        let mut keep: BTreeSet<u64> = gens.keys().rev().take(keep_old).copied().collect();
+        if let Some(e) = history.index.as_ref().and_then(|i| i.services.get(service)) {
+            keep.insert(e.generation);
+        }
+        if let Some(r) = history.last_healthy(service) {
+            keep.insert(r.generation);
+        }
+        out.extend(
+            gens.keys()
+                .filter(|g| !keep.contains(g))
+                .map(|g| (service.clone(), *g)),
+        );
+    }
+    out
 }
 
 /// Owned objects in the namespace that are not desired. For an enabled service, objects that a
@@ -602,14 +640,17 @@ pub fn plan(
 /// kept for rollback. Claims are never pruned, even of a disabled service: they hold the
 /// service's data (databases, images, keys), and disabling a service must not destroy it;
 /// enabling it again finds its data where it was. Deleting a claim is the operator's decision.
-/// Release records and objects without a service label are never pruned.
+/// Release records and objects without a service label are never pruned here; the records of
+/// trimmed generations are added by the caller, and what only they point at is pruned.
 fn prune_candidates(
     objects: &[PlannedObject],
     enabled: &BTreeSet<String>,
     observed: &Observed,
+    trimmed: &BTreeSet<(String, u64)>,
 ) -> Vec<ObjectRef> {
     let wanted: BTreeSet<&ObjectRef> = objects.iter().map(|o| &o.desired.reference).collect();
-    let referenced = observed.history.referenced_objects();
+    let referenced = observed.history.referenced_objects_except(trimmed);
+    let released = observed.history.referenced_only_by(trimmed);
     let mut out = Vec::new();
     for (r, o) in &observed.objects {
         let labels = &o["metadata"]["labels"];
@@ -625,7 +666,10 @@ fn prune_candidates(
         if r.kind == "PersistentVolumeClaim" {
             continue;
         }
-        if enabled.contains(service) && (r.kind == "Job" || referenced.contains(r)) {
+        // A Job is kept while it may still matter (a finished Job is never run again); one
+        // that only trimmed generations ran goes with them.
+        let job_kept = r.kind == "Job" && !released.contains(r);
+        if enabled.contains(service) && (job_kept || referenced.contains(r)) {
             continue;
         }
         out.push(r.clone());

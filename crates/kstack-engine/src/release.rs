@@ -235,11 +235,40 @@ impl ReleaseHistory {
 
     /// Every object any recorded generation points at (kept by prune).
     pub fn referenced_objects(&self) -> BTreeSet<ObjectRef> {
+        self.referenced_objects_except(&BTreeSet::new())
+    }
+
+    /// Every object a recorded generation other than `except` (service, generation) points at.
+    pub fn referenced_objects_except(
+        &self,
+        except: &BTreeSet<(String, u64)>,
+    ) -> BTreeSet<ObjectRef> {
         let mut out = BTreeSet::new();
-        for records in self.services.values() {
+        for (service, records) in &self.services {
             for r in records.values() {
+                if except.contains(&(service.clone(), r.generation)) {
+                    continue;
+                }
                 out.extend(r.config_refs.iter().cloned());
                 out.extend(r.manifests.iter().map(ObjectRef::of));
+            }
+        }
+        out
+    }
+
+    /// Objects that only the generations `only` point at.
+    pub fn referenced_only_by(&self, only: &BTreeSet<(String, u64)>) -> BTreeSet<ObjectRef> {
+        let kept = self.referenced_objects_except(only);
+        let mut out = BTreeSet::new();
+        for (service, generation) in only {
+            if let Some(r) = self.services.get(service).and_then(|m| m.get(generation)) {
+                out.extend(
+                    r.config_refs
+                        .iter()
+                        .cloned()
+                        .chain(r.manifests.iter().map(ObjectRef::of))
+                        .filter(|o| !kept.contains(o)),
+                );
             }
         }
         out

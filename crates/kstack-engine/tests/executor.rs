@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kstack_engine::fake::{Behaviour, FakeCluster};
 use kstack_engine::plan::{MANAGED_BY, SERVICE_LABEL};
-use kstack_engine::{Cluster, ObjectRef, Options, ServiceState, StepKind, Timeouts};
+use kstack_engine::{Cluster, Limits, ObjectRef, Options, ServiceState, StepKind};
 use kstack_model::globals::Globals;
 use serde_json::json;
 use tokio::time::Instant;
@@ -24,7 +24,7 @@ async fn the_default_cloud_deploys_in_dependency_order() {
     for s in cfg.enabled.iter() {
         fake.set_behaviour(s, Behaviour::ReadyAfter(Duration::from_secs(5)));
     }
-    let (plan, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
     assert!(report.succeeded(), "{:#?}", report.failures);
     assert!(report.not_started.is_empty());
     let log = fake.log();
@@ -116,7 +116,7 @@ async fn parallel_deploy_takes_the_critical_path_and_serial_the_sum() {
             fake.set_behaviour(s, Behaviour::ReadyAfter(*d));
         }
         let start = Instant::now();
-        let (p, report) = run(&fake, &cfg, serial, &Timeouts::default()).await;
+        let (p, report) = run(&fake, &cfg, serial, &Limits::default()).await;
         assert!(report.succeeded());
         elapsed.push(start.elapsed());
         if serial {
@@ -146,10 +146,10 @@ async fn parallel_deploy_takes_the_critical_path_and_serial_the_sum() {
 async fn a_second_deploy_of_unchanged_input_writes_nothing() {
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
-    let (_, first) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let (_, first) = run(&fake, &cfg, false, &Limits::default()).await;
     assert!(first.succeeded() && first.writes > 0);
     let writes = fake.writes();
-    let (plan, second) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let (plan, second) = run(&fake, &cfg, false, &Limits::default()).await;
     assert!(
         plan.is_noop(),
         "plan: {:?}",
@@ -170,7 +170,7 @@ async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
     fake.set_behaviour("keystone", Behaviour::NeverReady);
-    let mut timeouts = Timeouts::default();
+    let mut timeouts = Limits::default();
     timeouts
         .per_service
         .insert("keystone".into(), Duration::from_secs(30));
@@ -235,7 +235,7 @@ async fn a_failed_job_names_the_reason() {
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
     fake.set_behaviour("mariadb", Behaviour::JobFails);
-    let (_, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let (_, report) = run(&fake, &cfg, false, &Limits::default()).await;
     let f = &report.failures[0];
     assert_eq!(f.service.as_deref(), Some("mariadb"));
     assert!(f.to_string().contains("BackoffLimitExceeded"), "{f}");
@@ -247,7 +247,7 @@ async fn a_deploy_interrupted_at_any_write_converges_and_runs_each_job_once() {
     let cfg = config(Globals::default());
     let total = {
         let fake = FakeCluster::new();
-        run(&fake, &cfg, false, &Timeouts::default()).await;
+        run(&fake, &cfg, false, &Limits::default()).await;
         fake.writes()
     };
     for crash_at in (1..total).step_by(7) {
@@ -261,7 +261,7 @@ async fn a_deploy_interrupted_at_any_write_converges_and_runs_each_job_once() {
             .await
             .unwrap();
         let plan =
-            kstack_engine::plan(&rendered, &cfg.catalog, &observed, &Timeouts::default()).unwrap();
+            kstack_engine::plan(&rendered, &cfg.catalog, &observed, &Limits::default()).unwrap();
         let crashed = kstack_engine::deploy(
             &fake,
             &plan,
@@ -272,13 +272,13 @@ async fn a_deploy_interrupted_at_any_write_converges_and_runs_each_job_once() {
         .await;
         assert!(crashed.is_err() || !crashed.unwrap().succeeded());
         fake.crash_after_writes(None);
-        let (_, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+        let (_, report) = run(&fake, &cfg, false, &Limits::default()).await;
         assert!(
             report.succeeded(),
             "crash at {crash_at}: {:#?}",
             report.failures
         );
-        let (again, noop) = run(&fake, &cfg, false, &Timeouts::default()).await;
+        let (again, noop) = run(&fake, &cfg, false, &Limits::default()).await;
         assert!(
             again.is_noop() && noop.writes == 0,
             "crash at {crash_at}: not converged"
@@ -301,12 +301,12 @@ async fn a_deploy_interrupted_at_any_write_converges_and_runs_each_job_once() {
 async fn a_changed_service_gets_a_new_generation_and_only_it_is_written() {
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
-    run(&fake, &cfg, false, &Timeouts::default()).await;
+    run(&fake, &cfg, false, &Limits::default()).await;
     let mut globals = Globals::default();
     globals.replicas.insert("keystone".into(), 2);
     let changed = config(globals);
     let before = fake.log().len();
-    let (plan, report) = run(&fake, &changed, false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &changed, false, &Limits::default()).await;
     assert!(report.succeeded());
     let writes: Vec<String> = fake.log()[before..]
         .iter()
@@ -337,7 +337,7 @@ async fn a_changed_service_gets_a_new_generation_and_only_it_is_written() {
 async fn a_disabled_service_is_pruned_and_nothing_kstack_does_not_own() {
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
-    run(&fake, &cfg, false, &Timeouts::default()).await;
+    run(&fake, &cfg, false, &Limits::default()).await;
     // Someone else's object that happens to carry horizon's name label.
     fake.insert(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -354,7 +354,7 @@ async fn a_disabled_service_is_pruned_and_nothing_kstack_does_not_own() {
     let globals = Globals::from_vars(&vars.into_iter().collect()).unwrap();
     let cfg2 = config(globals);
     assert!(!cfg2.enabled.contains("horizon"));
-    let (plan, report) = run(&fake, &cfg2, false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &cfg2, false, &Limits::default()).await;
     assert!(report.succeeded());
     let mut pruned = report.pruned.clone();
     pruned.sort();
@@ -391,7 +391,7 @@ async fn a_disabled_service_keeps_its_claims() {
         &fake,
         &config(Globals::default()),
         false,
-        &Timeouts::default(),
+        &Limits::default(),
     )
     .await;
     let owned = |kind: &str| -> Vec<ObjectRef> {
@@ -407,7 +407,7 @@ async fn a_disabled_service_keeps_its_claims() {
     assert!(!claims.is_empty(), "glance-api has a claim for its images");
     let vars = json!({"enable_glance": "no"}).as_object().unwrap().clone();
     let cfg = config(Globals::from_vars(&vars.into_iter().collect()).unwrap());
-    let (plan, report) = run(&fake, &cfg, false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
     assert!(report.succeeded());
     assert!(owned("Deployment").is_empty(), "the workload is pruned");
     assert_eq!(owned("PersistentVolumeClaim"), claims, "the data is kept");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kstack_engine::fake::{Behaviour, FakeCluster, LogEntry};
 use kstack_engine::{
-    Migration, Mode, ObjectRef, Options, ReleaseHistory, RollbackError, ServiceState, Timeouts,
+    Limits, Migration, Mode, ObjectRef, Options, ReleaseHistory, RollbackError, ServiceState,
 };
 
 mod common;
@@ -48,7 +48,7 @@ fn image(fake: &FakeCluster, kind: &str, name: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_service() {
     let fake = FakeCluster::new();
-    let (plan, report) = run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     assert!(report.succeeded());
     assert_eq!(plan.modes["keystone"].mode, Mode::Install);
     // An install runs the full schema sync, no migration phase.
@@ -62,7 +62,7 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
         &fake,
         &config(globals(&[("openstack_release", NEW)])),
         false,
-        &Timeouts::default(),
+        &Limits::default(),
     )
     .await;
     assert!(report.succeeded(), "{:?}", report.failures);
@@ -131,7 +131,7 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
         &fake,
         &config(globals(&[("openstack_release", NEW)])),
         false,
-        &Timeouts::default(),
+        &Limits::default(),
     )
     .await;
     assert!(report.succeeded());
@@ -143,11 +143,11 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_whose_pods_never_become_ready_is_rolled_back_and_stops_its_dependents() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     let old = image(&fake, "Deployment", "keystone");
     let old_glance = image(&fake, "Deployment", "glance-api");
     fake.set_image_behaviour(&format!("keystone:{NEW}"), Behaviour::NeverReady);
-    let timeouts = Timeouts {
+    let timeouts = Limits {
         default: Duration::from_secs(60),
         ..Default::default()
     };
@@ -220,14 +220,14 @@ async fn an_upgrade_whose_pods_never_become_ready_is_rolled_back_and_stops_its_d
 #[tokio::test(start_paused = true)]
 async fn no_rollback_leaves_the_failed_generation_for_inspection() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     fake.set_image_behaviour(&format!("keystone:{NEW}"), Behaviour::NeverReady);
     let options = Options {
         serial: false,
         now: "2026-01-02T00:00:00Z".into(),
         no_rollback: true,
     };
-    let timeouts = Timeouts {
+    let timeouts = Limits {
         default: Duration::from_secs(60),
         ..Default::default()
     };
@@ -252,12 +252,12 @@ async fn no_rollback_leaves_the_failed_generation_for_inspection() {
 #[tokio::test(start_paused = true)]
 async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_since() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     let old = image(&fake, "Deployment", "keystone");
     // An upgrade in which glance fails: keystone runs the new release on an expanded schema,
     // and no contract phase runs.
     fake.set_image_behaviour(&format!("glance-api:{NEW}"), Behaviour::NeverReady);
-    let timeouts = Timeouts {
+    let timeouts = Limits {
         default: Duration::from_secs(60),
         ..Default::default()
     };
@@ -302,7 +302,7 @@ async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_sin
     assert_eq!((again.current, again.target.generation), (3, 2));
     // A service with one generation has nothing to go back to.
     let single = FakeCluster::new();
-    run(&single, &config(globals(&[])), false, &Timeouts::default()).await;
+    run(&single, &config(globals(&[])), false, &Limits::default()).await;
     assert!(matches!(
         kstack_engine::plan_rollback(
             &history(&single).await,
@@ -361,13 +361,13 @@ async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_sin
 #[tokio::test(start_paused = true)]
 async fn a_reconfigure_that_never_becomes_ready_is_rolled_back_too() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     // Same images, other config: a reconfigure; the new pods carry a label the fake never
     // makes ready (as the local control plane's stage does).
     fake.set_behaviour("memcached", Behaviour::NeverReady);
     let mut g = globals(&[]);
     g.replicas.insert("memcached".into(), 2);
-    let timeouts = Timeouts {
+    let timeouts = Limits {
         default: Duration::from_secs(30),
         ..Default::default()
     };
@@ -397,7 +397,7 @@ async fn a_reconfigure_that_never_becomes_ready_is_rolled_back_too() {
 #[tokio::test(start_paused = true)]
 async fn a_post_task_runs_once_its_service_is_healthy() {
     let fake = FakeCluster::new();
-    let (plan, report) = run(&fake, &config(globals(&[])), false, &Timeouts::default()).await;
+    let (plan, report) = run(&fake, &config(globals(&[])), false, &Limits::default()).await;
     assert!(report.succeeded());
     let log = fake.log();
     // nova's discover_hosts registers the computes, so it runs once they are up.
@@ -416,4 +416,47 @@ async fn a_post_task_runs_once_its_service_is_healthy() {
         .find(|s| s.name() == "nova-compute: healthy")
         .unwrap();
     assert!(step.deps.contains(&healthy.id));
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_keeps_the_newest_generations_and_prunes_what_only_older_ones_used() {
+    let fake = FakeCluster::new();
+    let limits = Limits {
+        history: 3,
+        ..Default::default()
+    };
+    let keystone_configs = |fake: &FakeCluster| -> BTreeSet<String> {
+        fake.objects()
+            .into_iter()
+            .filter(|r| r.kind == "Secret" && r.name.starts_with("keystone-keystone.conf-"))
+            .map(|r| r.name)
+            .collect()
+    };
+    let mut names = Vec::new();
+    for debug in 1..=5 {
+        let text = format!("[DEFAULT]\ndebug_level = {debug}\n");
+        let cfg = kstack_config::testing::config(globals(&[]), &[("keystone.conf", &text)]);
+        let (_, report) = run(&fake, &cfg, false, &limits).await;
+        assert!(report.succeeded());
+        names.push(keystone_configs(&fake));
+    }
+    let h = history(&fake).await;
+    let gens: Vec<u64> = h.services["keystone"].keys().copied().collect();
+    assert_eq!(gens, [3, 4, 5], "the newest three are kept");
+    // An unchanged service keeps its one generation.
+    assert_eq!(h.services["glance-api"].len(), 1);
+    // The config object of generation 1 went with its record; 3 to 5 are still there.
+    let now = keystone_configs(&fake);
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(names[0].iter().all(|n| !now.contains(n)), "{now:?}");
+    for kept in &names[2..] {
+        assert!(kept.iter().any(|n| now.contains(n)));
+    }
+    // A rollback can still restore the oldest kept generation exactly.
+    let configs: BTreeSet<ObjectRef> = fake
+        .objects()
+        .into_iter()
+        .filter(|r| r.kind == "ConfigMap" || r.kind == "Secret")
+        .collect();
+    kstack_engine::plan_rollback(&h, "openstack", "keystone", Some(3), &configs).unwrap();
 }

@@ -107,6 +107,9 @@ pub struct Globals {
     pub resources: BTreeMap<String, Resources>,
     /// Deploy step time limits in seconds (`kstack_timeouts`): key `default` and per service.
     pub timeouts: BTreeMap<String, u64>,
+    /// Generations kept per service (`kstack_history_limit`); older ones, and the objects only
+    /// they point at, are deleted after a successful deploy.
+    pub history_limit: usize,
     /// Extra labels on the pods of a service (`kstack_pod_labels`), e.g. for policies or
     /// monitoring; never the `app.kubernetes.io/` labels kstack selects pods by.
     pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
@@ -151,6 +154,10 @@ pub fn defaults() -> BTreeMap<String, Value> {
     );
     m
 }
+
+/// Generations kept per service when `kstack_history_limit` is not set.
+pub const DEFAULT_HISTORY_LIMIT: usize = 10;
+const MAX_HISTORY_LIMIT: u64 = 1000;
 
 /// The deploy step time limit when `kstack_timeouts` sets none (seconds).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
@@ -500,6 +507,28 @@ impl Globals {
             ),
         }
 
+        let history_limit = match vars.get("kstack_history_limit") {
+            Some(Value::Null) | None => DEFAULT_HISTORY_LIMIT,
+            Some(v) => match v.as_u64().filter(|n| (2..=MAX_HISTORY_LIMIT).contains(n)) {
+                Some(n) => n as usize,
+                None => {
+                    t.issue(
+                        "kstack_history_limit",
+                        None,
+                        format!(
+                            "expected a whole number of generations from 2 to {MAX_HISTORY_LIMIT}, found {}",
+                            match v {
+                                Value::Number(n) => n.to_string(),
+                                other => describe(other).to_owned(),
+                            }
+                        ),
+                        "write e.g. `kstack_history_limit: 10`".into(),
+                    );
+                    DEFAULT_HISTORY_LIMIT
+                }
+            },
+        };
+
         let mut pod_labels = BTreeMap::new();
         match vars.get("kstack_pod_labels") {
             Some(Value::Object(m)) => {
@@ -612,6 +641,7 @@ impl Globals {
             storage_class,
             resources,
             timeouts,
+            history_limit,
             pod_labels,
             vars,
         })

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use kstack_config::{Config, fs};
 use kstack_engine::plan::{Action, Observed, Plan};
 use kstack_engine::status::ServiceStatus;
-use kstack_engine::{Event, ObjectRef, Options, Report, Timeouts};
+use kstack_engine::{Event, Limits, ObjectRef, Options, Report};
 use kstack_kube::{KubeCluster, RequestCounts};
 use kstack_render::{Rendered, kubernetes};
 use serde::Serialize;
@@ -192,10 +192,10 @@ fn load(target: &Target) -> anyhow::Result<Option<Config>> {
     Ok(config)
 }
 
-fn timeouts(config: &Config, default: Option<u64>) -> Timeouts {
+fn timeouts(config: &Config, default: Option<u64>) -> Limits {
     let g = &config.globals;
     let default = default.unwrap_or_else(|| g.timeout_secs("default"));
-    Timeouts {
+    Limits {
         default: Duration::from_secs(default),
         per_service: g
             .timeouts
@@ -203,6 +203,7 @@ fn timeouts(config: &Config, default: Option<u64>) -> Timeouts {
             .filter(|(k, _)| *k != "default")
             .map(|(k, v)| (k.clone(), Duration::from_secs(*v)))
             .collect(),
+        history: g.history_limit,
     }
 }
 
@@ -217,7 +218,7 @@ async fn connect(
     target: &Target,
     config: &Config,
     rendered: &Rendered,
-    timeouts: &Timeouts,
+    timeouts: &Limits,
 ) -> anyhow::Result<Connected> {
     let (client, counter) = kstack_kube::counted_client(target.kubeconfig.as_deref()).await?;
     let cluster = KubeCluster::new(client);

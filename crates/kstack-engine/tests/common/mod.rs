@@ -4,7 +4,7 @@
 
 use kstack_config::Config;
 use kstack_engine::fake::FakeCluster;
-use kstack_engine::{ObjectRef, Options, Report, Timeouts};
+use kstack_engine::{Limits, ObjectRef, Options, Report};
 use kstack_model::globals::Globals;
 use kstack_render::{Rendered, kubernetes};
 
@@ -31,7 +31,7 @@ pub async fn run(
     fake: &FakeCluster,
     config: &Config,
     serial: bool,
-    timeouts: &Timeouts,
+    timeouts: &Limits,
 ) -> (kstack_engine::Plan, Report) {
     let options = Options {
         serial,
@@ -45,7 +45,7 @@ pub async fn run_with(
     fake: &FakeCluster,
     config: &Config,
     options: &Options,
-    timeouts: &Timeouts,
+    timeouts: &Limits,
 ) -> (kstack_engine::Plan, Report) {
     let rendered = rendered(config);
     let ns = config.globals.kubernetes_namespace.clone();
