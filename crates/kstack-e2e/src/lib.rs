@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 pub mod cloud;
+pub mod endpoints;
 
 use anyhow::Context;
 use kstack_k8s::api::core::v1::{Namespace, Node, Pod};

@@ -7,16 +7,13 @@
 //!   phase is then refused;
 //! - an upgrade whose pods never become ready is rolled back automatically: the service is
 //!   healthy again on its previous generation and its dependents were not touched.
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
 use anyhow::Context;
-use futures::StreamExt;
 use kstack_e2e::client;
 use kstack_e2e::cloud::Cloud;
+use kstack_e2e::endpoints::watch_endpoints;
 use kstack_engine::Cluster;
-use kstack_k8s::api::discovery::v1::EndpointSlice;
-use kube::runtime::watcher;
 use serde_json::Value;
 
 /// Keystone, two API services that depend on it, and the infrastructure under them.
@@ -78,91 +75,6 @@ async fn replica_sets(cloud: &Cloud) -> anyhow::Result<ReplicaSets> {
         );
     }
     Ok(out)
-}
-
-/// What a watch of the namespace's EndpointSlices saw, per Service.
-#[derive(Debug, Default, Clone)]
-struct Endpoints {
-    /// Ready endpoints per Service, after every event.
-    counts: BTreeMap<String, Vec<usize>>,
-    /// Ready pods per Service, now.
-    ready_pods: BTreeMap<String, BTreeSet<String>>,
-    slices: BTreeMap<String, (String, BTreeSet<String>)>,
-}
-
-impl Endpoints {
-    fn update(&mut self, slice: &EndpointSlice, deleted: bool) {
-        let name = slice.metadata.name.clone().unwrap_or_default();
-        let Some(service) = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
-            .cloned()
-        else {
-            return;
-        };
-        if deleted {
-            self.slices.remove(&name);
-        } else {
-            let ready: BTreeSet<String> = slice
-                .endpoints
-                .iter()
-                .flatten()
-                // `ready` unset means ready (discovery/v1).
-                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-                .map(|e| {
-                    e.target_ref
-                        .as_ref()
-                        .and_then(|t| t.name.clone())
-                        .unwrap_or_else(|| e.addresses.join(","))
-                })
-                .collect();
-            self.slices.insert(name, (service.clone(), ready));
-        }
-        let pods: BTreeSet<String> = self
-            .slices
-            .values()
-            .filter(|(s, _)| *s == service)
-            .flat_map(|(_, p)| p.iter().cloned())
-            .collect();
-        self.counts
-            .entry(service.clone())
-            .or_default()
-            .push(pods.len());
-        self.ready_pods.insert(service, pods);
-    }
-}
-
-/// Watches the namespace's EndpointSlices until the returned handle is dropped.
-async fn watch_endpoints(
-    ns: &str,
-) -> anyhow::Result<(Arc<Mutex<Endpoints>>, tokio::task::JoinHandle<()>)> {
-    let api: kube::Api<EndpointSlice> = kube::Api::namespaced(client().await?, ns);
-    let seen = Arc::new(Mutex::new(Endpoints::default()));
-    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-    let s = seen.clone();
-    let task = tokio::spawn(async move {
-        let mut synced = Some(synced_tx);
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        while let Some(Ok(e)) = stream.next().await {
-            let mut s = s.lock().unwrap();
-            match e {
-                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.update(&o, false),
-                watcher::Event::Delete(o) => s.update(&o, true),
-                watcher::Event::InitDone => {
-                    if let Some(tx) = synced.take() {
-                        let _ = tx.send(());
-                    }
-                }
-                watcher::Event::Init => {}
-            }
-        }
-    });
-    tokio::time::timeout(kstack_e2e::WAIT, synced_rx)
-        .await
-        .context("the EndpointSlice watch did not sync")??;
-    Ok((seen, task))
 }
 
 async fn history(cloud: &Cloud, service: &str) -> anyhow::Result<Vec<Value>> {
@@ -277,8 +189,8 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     assert_eq!(code, 0, "{stderr}");
     let before = workloads(&cloud).await?;
 
-    let (seen, watch) = watch_endpoints(&cloud.ns.name).await?;
-    let start = seen.lock().unwrap().clone();
+    let watch = watch_endpoints(&cloud.ns.name).await?;
+    let start = watch.snapshot();
     for api in APIS {
         assert!(
             !start
@@ -294,8 +206,8 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "upgrade failed:\n{stderr}");
     assert_eq!(report["succeeded"], true);
-    watch.abort();
-    let end = seen.lock().unwrap().clone();
+    let end = watch.snapshot();
+    drop(watch);
 
     // Every workload runs the new release.
     let after = workloads(&cloud).await?;
@@ -399,14 +311,15 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
     let (code, _, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "{stderr}");
     let before = workloads(&cloud).await?;
-    let (seen, watch) = watch_endpoints(&cloud.ns.name).await?;
+    let watch = watch_endpoints(&cloud.ns.name).await?;
 
     // The new keystone pods run but never become ready.
     cloud.set_globals(&format!(
         "{SMALL}openstack_release: \"{NEW}\"\nkstack_pod_labels:\n  keystone: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  keystone: 15\n"
     ))?;
     let (code, report, stderr) = cloud.deploy().await?;
-    watch.abort();
+    let seen = watch.snapshot();
+    drop(watch);
     assert_eq!(code, 3, "{stderr}");
     let failure = &report["failures"][0];
     assert_eq!(failure["service"], "keystone", "{report}");
@@ -442,7 +355,7 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
         );
     }
     // The old keystone pods served throughout.
-    let counts = seen.lock().unwrap().counts.clone();
+    let counts = &seen.counts;
     assert!(
         counts
             .get("keystone")

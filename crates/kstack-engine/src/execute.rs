@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -30,8 +31,9 @@ pub async fn observe(
 ) -> Result<Observed, ObserveError> {
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
     let mut objects = BTreeMap::new();
+    let retries = AtomicU64::new(0);
     for kind in NAMESPACED_KINDS {
-        for o in cluster.list(kind, namespace, &selector).await? {
+        for o in retry(&retries, || cluster.list(kind, namespace, &selector)).await? {
             let mut r = ObjectRef::of(&o);
             r.kind = (*kind).to_owned();
             objects.insert(r, o);
@@ -39,7 +41,7 @@ pub async fn observe(
     }
     for r in cluster_scoped {
         if CLUSTER_KINDS.contains(&r.kind.as_str())
-            && let Some(o) = cluster.get(r).await?
+            && let Some(o) = retry(&retries, || cluster.get(r)).await?
         {
             objects.insert(r.clone(), o);
         }
@@ -187,6 +189,8 @@ pub struct Report {
     pub writes: u64,
     /// The deploy generation now recorded in the cluster.
     pub generation: u64,
+    /// Cluster calls repeated after a transient error (each at most 3 times).
+    pub retries: u64,
 }
 
 impl Report {
@@ -209,15 +213,68 @@ struct Ctx<'a> {
     observed: &'a Observed,
     options: &'a Options,
     writes: AtomicU64,
+    /// Cluster calls repeated after a transient error.
+    retries: AtomicU64,
     /// Service → (record written, or the one already there) as the deploy goes.
     records: std::sync::Mutex<BTreeMap<String, IndexEntry>>,
 }
 
+/// Attempts of a cluster call that fails with a transient error (conflict, throttling, an API
+/// server restarting), and the pause before the first retry (multiplied by 4 each time).
+const ATTEMPTS: u32 = 4;
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Runs `op` again while it fails with a transient error, up to [`ATTEMPTS`] times; counts the
+/// retries in `retries`.
+async fn retry<T, F, Fut>(retries: &AtomicU64, mut op: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let mut pause = FIRST_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Err(e) if e.transient && attempt < ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "transient cluster error; retrying");
+                retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(pause).await;
+                pause *= 4;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Ctx<'_> {
+    async fn retry<T, F, Fut>(&self, op: F) -> Result<T, ClusterError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClusterError>>,
+    {
+        retry(&self.retries, op).await
+    }
+
     async fn apply(&self, manifest: &Value) -> Result<(), ClusterError> {
-        self.cluster.apply(manifest).await?;
+        self.retry(|| self.cluster.apply(manifest)).await?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Waits for `condition` within `timeout` in all, watching again after a transient error.
+    async fn wait(
+        &self,
+        object: &ObjectRef,
+        condition: Condition,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, ClusterError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.retry(|| {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.cluster.wait(object, condition, left)
+        })
+        .await
     }
 
     /// Applies the step's objects that are not unchanged; returns the writes made.
@@ -287,7 +344,6 @@ impl Ctx<'_> {
                 // A Job is never re-created: if it exists it already ran or is running.
                 let writes = self.apply_objects(step).await.map_err(cluster_err)?;
                 let outcome = self
-                    .cluster
                     .wait(job, Condition::JobSucceeded, step.timeout)
                     .await
                     .map_err(cluster_err)?;
@@ -296,7 +352,6 @@ impl Ctx<'_> {
             }
             StepKind::Healthy { workload } => {
                 let outcome = self
-                    .cluster
                     .wait(workload, Condition::RolloutComplete, step.timeout)
                     .await
                     .map_err(cluster_err)?;
@@ -571,6 +626,7 @@ pub async fn deploy(
         observed,
         options,
         writes: AtomicU64::new(0),
+        retries: AtomicU64::new(0),
         records: Default::default(),
     };
     let n = plan.steps.len();
@@ -620,7 +676,7 @@ pub async fn deploy(
 
     if report.succeeded() {
         for r in &plan.prune {
-            cluster.delete(r).await?;
+            ctx.retry(|| cluster.delete(r)).await?;
             ctx.writes.fetch_add(1, Ordering::Relaxed);
             progress(&Event::Pruned { object: r.clone() });
             report.pruned.push(r.clone());
@@ -629,7 +685,7 @@ pub async fn deploy(
 
     // The index: written only when something in it changed, so a no-op deploy writes nothing.
     let old = observed.history.index.clone().unwrap_or_default();
-    let mut services = ctx.records.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut services = std::mem::take(&mut *ctx.records.lock().unwrap_or_else(|e| e.into_inner()));
     for (service, entry) in &old.services {
         if plan.services.contains(service) {
             services.entry(service.clone()).or_insert(entry.clone());
@@ -658,12 +714,11 @@ pub async fn deploy(
             time: options.now.clone(),
             services,
         };
-        cluster
-            .apply(&index_config_map(&plan.namespace, &index))
+        ctx.apply(&index_config_map(&plan.namespace, &index))
             .await?;
-        ctx.writes.fetch_add(1, Ordering::Relaxed);
         report.generation = index.generation;
     }
     report.writes = ctx.writes.load(Ordering::Relaxed);
+    report.retries = ctx.retries.load(Ordering::Relaxed);
     Ok(report)
 }

@@ -47,6 +47,8 @@ struct Inner {
     max_waiting: usize,
     /// Calls fail once this many writes were made (a deploy killed at that point).
     crash_after_writes: Option<u64>,
+    /// The next this many calls fail with a transient error.
+    transient_failures: u64,
 }
 
 /// See the module documentation.
@@ -93,6 +95,12 @@ impl FakeCluster {
         self.lock().image_behaviour.insert(image.to_owned(), b);
     }
 
+    /// The next `n` calls (applies, gets, lists, deletes, waits) fail with a transient error,
+    /// as while an API server restarts.
+    pub fn fail_transiently(&self, n: u64) {
+        self.lock().transient_failures = n;
+    }
+
     /// From now on every call fails once `n` more writes were made.
     pub fn crash_after_writes(&self, n: Option<u64>) {
         let mut i = self.lock();
@@ -127,7 +135,14 @@ impl FakeCluster {
             .insert(ObjectRef::of(&manifest), manifest);
     }
 
-    fn check(&self, i: &Inner) -> Result<(), ClusterError> {
+    fn check(&self, i: &mut Inner) -> Result<(), ClusterError> {
+        if i.transient_failures > 0 {
+            i.transient_failures -= 1;
+            return Err(ClusterError {
+                message: "the server is currently unable to handle the request (HTTP 503)".into(),
+                transient: true,
+            });
+        }
         match i.crash_after_writes {
             Some(n) if i.writes >= n => Err(ClusterError::permanent("connection refused")),
             _ => Ok(()),
@@ -144,7 +159,7 @@ impl FakeCluster {
 impl Cluster for FakeCluster {
     async fn apply(&self, manifest: &Value) -> Result<Value, ClusterError> {
         let mut i = self.lock();
-        self.check(&i)?;
+        self.check(&mut i)?;
         let r = ObjectRef::of(manifest);
         if let Some(old) = i.objects.get(&r)
             && r.kind == "Job"
@@ -162,8 +177,8 @@ impl Cluster for FakeCluster {
     }
 
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ClusterError> {
-        let i = self.lock();
-        self.check(&i)?;
+        let mut i = self.lock();
+        self.check(&mut i)?;
         Ok(i.objects.get(r).cloned())
     }
 
@@ -173,8 +188,8 @@ impl Cluster for FakeCluster {
         namespace: &str,
         selector: &str,
     ) -> Result<Vec<Value>, ClusterError> {
-        let i = self.lock();
-        self.check(&i)?;
+        let mut i = self.lock();
+        self.check(&mut i)?;
         Ok(i.objects
             .iter()
             .filter(|(r, o)| {
@@ -188,7 +203,7 @@ impl Cluster for FakeCluster {
 
     async fn delete(&self, r: &ObjectRef) -> Result<(), ClusterError> {
         let mut i = self.lock();
-        self.check(&i)?;
+        self.check(&mut i)?;
         i.writes += 1;
         self.note(&mut i, format!("delete {r}"));
         i.objects.remove(r);
@@ -203,7 +218,7 @@ impl Cluster for FakeCluster {
     ) -> Result<WaitOutcome, ClusterError> {
         let behaviour = {
             let mut i = self.lock();
-            self.check(&i)?;
+            self.check(&mut i)?;
             let Some(o) = i.objects.get(r) else {
                 return Err(ClusterError::permanent(format!("{r} not found")));
             };

@@ -413,3 +413,65 @@ async fn a_disabled_service_keeps_its_claims() {
     assert_eq!(owned("PersistentVolumeClaim"), claims, "the data is kept");
     assert!(plan.prune.iter().all(|r| r.kind != "PersistentVolumeClaim"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn transient_cluster_errors_are_retried_and_permanent_ones_are_not() {
+    // Three failures in a row (an API server restarting): each call is tried up to 4 times.
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    fake.fail_transiently(3);
+    let (_, report) = run(&fake, &cfg, true, &Limits::default()).await;
+    assert!(report.succeeded(), "{:?}", report.failures);
+    // Reading the cluster (before the deploy) took them all.
+    assert!(fake.writes() > 0);
+
+    // Failures in the middle of the deploy are retried there.
+    let mid = FakeCluster::new();
+    let (_, first) = run(&mid, &cfg, true, &Limits::default()).await;
+    assert!(first.succeeded());
+    let mut changed = Globals::default();
+    changed.replicas.insert("keystone".into(), 2);
+    let changed = config(changed);
+    let rendered = rendered(&changed);
+    let observed = kstack_engine::observe(&mid, "openstack", &[])
+        .await
+        .unwrap();
+    let plan =
+        kstack_engine::plan(&rendered, &changed.catalog, &observed, &Limits::default()).unwrap();
+    mid.fail_transiently(3);
+    let options = Options {
+        serial: true,
+        now: "2026-01-02T00:00:00Z".into(),
+        no_rollback: false,
+    };
+    let report = kstack_engine::deploy(
+        &mid,
+        &plan,
+        &observed,
+        &options,
+        &|_: &kstack_engine::Event| {},
+    )
+    .await
+    .unwrap();
+    assert!(report.succeeded(), "{:?}", report.failures);
+    assert_eq!(report.retries, 3);
+
+    // Four in a row exhaust one call's attempts: that step fails, naming the error.
+    mid.fail_transiently(4);
+    let report = kstack_engine::deploy(
+        &mid,
+        &plan,
+        &observed,
+        &options,
+        &|_: &kstack_engine::Event| {},
+    )
+    .await
+    .unwrap();
+    assert!(!report.succeeded());
+    assert!(
+        report.failures[0].reason.contains("HTTP 503"),
+        "{:?}",
+        report.failures
+    );
+    assert_eq!(report.retries, 3);
+}
