@@ -37,6 +37,26 @@ fn invalid_timeouts_exit_2_naming_the_field_before_touching_a_cluster() {
 }
 
 #[test]
+fn an_invalid_history_limit_exits_2_for_every_lifecycle_command() {
+    let tmp = config_dir("kstack_history_limit: 1\n");
+    let d = tmp.path().to_str().unwrap();
+    for args in [
+        &["deploy"][..],
+        &["history"],
+        &["rollback", "keystone"],
+        &["rollback", "keystone", "--to", "1"],
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--config-dir", d, "--kubeconfig", "/nonexistent"]);
+        let out = kstack(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("kstack_history_limit"), "{stderr}");
+        assert!(stderr.contains("from 2 to 1000, found 1"), "{stderr}");
+    }
+}
+
+#[test]
 fn an_unreachable_cluster_exits_1() {
     let tmp = config_dir("kubernetes_namespace: \"x\"\n");
     let d = tmp.path().to_str().unwrap();
