@@ -371,3 +371,37 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
     assert_eq!(h[2]["rollback_of"], 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_statefulset_upgrade_that_never_becomes_ready_is_rolled_back_too() -> anyhow::Result<()> {
+    // A StatefulSet does not replace a pod that never became ready when its template is
+    // reverted; the rollback deletes that pod so the controller recreates it.
+    let small = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n";
+    let cloud = Cloud::new("kstack-sts-rollback", small).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let before = workloads(&cloud).await?;
+    cloud.set_globals(&format!(
+        "{small}memcached_tag: \"{NEW}-broken\"\nkstack_pod_labels:\n  memcached: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  memcached: 15\n"
+    ))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 3, "{stderr}");
+    let failure = &report["failures"][0];
+    assert_eq!(failure["service"], "memcached", "{report}");
+    assert_eq!(failure["rollback"]["healthy"], true, "{report}");
+    let after = workloads(&cloud).await?;
+    assert_eq!(
+        after["StatefulSet/memcached"].0, before["StatefulSet/memcached"].0,
+        "memcached's previous pod template is back"
+    );
+    let status = cloud.status().await?;
+    let row = status
+        .iter()
+        .find(|s| s["service"] == "memcached")
+        .context("memcached row")?;
+    assert_eq!(row["health"], "healthy", "{row}");
+    assert_eq!(row["ready"], 1, "{row}");
+    // Keystone depends on memcached: it was not touched.
+    assert_eq!(after["Deployment/keystone"], before["Deployment/keystone"]);
+    Ok(())
+}

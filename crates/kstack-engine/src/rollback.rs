@@ -6,6 +6,9 @@
 //! then wait until every workload is healthy again. The result is recorded as a new
 //! generation with `rollback_of`, so generations only ever increase.
 //!
+//! A StatefulSet's pods of the failed revision that never became ready are deleted after its
+//! template is restored: the controller waits for them otherwise, and never replaces them.
+//!
 //! What a rollback does not undo: database schema. Expand-phase migrations leave a schema the
 //! previous release still runs on; once a contract phase ran, it does not. A rollback to a
 //! generation with other images than a later generation whose contract phase ran is refused.
@@ -40,6 +43,9 @@ pub async fn restore(
             .await
             .map_err(|e| format!("applying {}: {e}", ObjectRef::of(m)))?;
         writes += 1;
+        if m["kind"] == "StatefulSet" {
+            writes += unstick(cluster, m).await?;
+        }
     }
     for m in restored
         .iter()
@@ -59,6 +65,56 @@ pub async fn restore(
         }
     }
     Ok(writes)
+}
+
+/// A StatefulSet (with ordered pod management) does not replace a pod that never became ready
+/// when its template is reverted: it waits for that pod first. Its pods that are not ready are
+/// deleted, so the controller recreates them from the restored template. Returns the deletes.
+async fn unstick(cluster: &dyn Cluster, sts: &serde_json::Value) -> Result<u64, String> {
+    let r = ObjectRef::of(sts);
+    let namespace = r.namespace.clone().unwrap_or_default();
+    let selector = sts["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Ok(0);
+    }
+    let pods = cluster
+        .pods(&namespace, &selector)
+        .await
+        .map_err(|e| format!("listing the pods of {r}: {e}"))?;
+    let mut deleted = 0;
+    for p in &pods {
+        let owned = p["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o["kind"] == "StatefulSet" && o["name"].as_str() == Some(r.name.as_str()));
+        let ready = p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        if owned && !ready {
+            let pod = ObjectRef::new(
+                "Pod",
+                Some(&namespace),
+                p["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            cluster
+                .delete(&pod)
+                .await
+                .map_err(|e| format!("deleting {pod}: {e}"))?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }
 
 /// The record of `restored` re-applied as generation `generation`.

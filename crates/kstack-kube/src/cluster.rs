@@ -105,6 +105,7 @@ fn resource(kind: &str) -> Option<(ApiResource, bool)> {
             "clusterrolebindings",
             false,
         ),
+        "Pod" => ("", "v1", "pods", true),
         "Job" => ("batch", "v1", "jobs", true),
         "Deployment" => ("apps", "v1", "deployments", true),
         "StatefulSet" => ("apps", "v1", "statefulsets", true),
