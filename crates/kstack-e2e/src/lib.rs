@@ -30,7 +30,6 @@ pub async fn client() -> anyhow::Result<Client> {
 /// A namespace that exists for one test and is deleted when dropped.
 pub struct TempNamespace {
     pub name: String,
-    client: Client,
 }
 
 impl TempNamespace {
@@ -41,21 +40,29 @@ impl TempNamespace {
         let created = api.create(&PostParams::default(), &ns).await?;
         Ok(Self {
             name: created.metadata.name.context("namespace without name")?,
-            client: client.clone(),
         })
     }
 }
 
 impl Drop for TempNamespace {
     fn drop(&mut self) {
-        let client = self.client.clone();
+        // The test's runtime is ending (a task spawned on it would never run), and its client
+        // belongs to it: the delete goes out from a thread with a runtime and a client of its
+        // own, and the drop waits for it. Best effort: a failed delete leaves the namespace.
         let name = self.name.clone();
-        // Best effort: the cluster is torn down after the run anyway.
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let api: Api<Namespace> = Api::all(client);
-                let _ = api.delete(&name, &DeleteParams::default()).await;
-            });
+        let deleted = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let api: Api<Namespace> = Api::all(client().await.ok()?);
+                api.delete(&name, &DeleteParams::default()).await.ok()
+            })
+        })
+        .join();
+        if !matches!(deleted, Ok(Some(_))) {
+            eprintln!("warning: namespace {} was not deleted", self.name);
         }
     }
 }
