@@ -57,7 +57,12 @@ impl Drop for TempNamespace {
                 .ok()?;
             runtime.block_on(async {
                 let api: Api<Namespace> = Api::all(client().await.ok()?);
-                api.delete(&name, &DeleteParams::default()).await.ok()
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Some(()),
+                    // Already gone (a test deleted it itself).
+                    Err(kube::Error::Api(e)) if e.code == 404 => Some(()),
+                    Err(_) => None,
+                }
             })
         })
         .join();

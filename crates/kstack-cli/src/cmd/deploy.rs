@@ -590,6 +590,16 @@ async fn rollback(
         .cloned()
         .collect();
     let namespace = &c.plan.namespace;
+    if !c.plan.services.contains(&args.service)
+        && c.observed.history.services.contains_key(&args.service)
+    {
+        eprintln!(
+            "kstack rollback: service `{}` is disabled in {}/globals.yml; a rollback would run it again behind the config's back: enable it and run `kstack deploy` instead",
+            args.service,
+            args.target.config.config_dir.display()
+        );
+        return Ok(ExitCode::from(2));
+    }
     let plan = match kstack_engine::plan_rollback(
         &c.observed.history,
         namespace,
