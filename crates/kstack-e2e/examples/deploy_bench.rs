@@ -8,27 +8,12 @@
 //! KSTACK_E2E_KUBECONFIG=$(KSTACK_DEV_DIR=/tmp/dev-bench KSTACK_DEV_PORT_BASE=17440 bash hack/devcluster.sh up) \
 //!   cargo run -p kstack-e2e --example deploy_bench [-- --skip-serial]
 //! ```
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Context;
-use kstack_config::Config;
 use kstack_e2e::TempNamespace;
-use kstack_engine::{Limits, Options, StepKind};
+use kstack_e2e::bench::{COMPLETE_DELAY, config, deploy, kubeconfig, ready_delay};
+use kstack_engine::StepKind;
 use kstack_kube::KubeCluster;
-use kstack_model::catalog::Catalog;
-use kstack_model::globals::Globals;
-use kstack_render::kubernetes;
-use serde_json::json;
-
-/// Readiness delay of a service's pods: 3 to 6 s, fixed per service so runs compare.
-fn ready_delay(service: &str) -> Duration {
-    let n: u32 = service.bytes().map(u32::from).sum();
-    Duration::from_secs(3 + u64::from(n % 4))
-}
-
-/// Completion delay of a bootstrap Job's pod (after it became ready).
-const COMPLETE_DELAY: Duration = Duration::from_secs(2);
 
 struct Run {
     wall: Duration,
@@ -41,67 +26,13 @@ struct Run {
 }
 
 async fn run(serial: bool) -> anyhow::Result<Run> {
-    let kubeconfig = std::env::var("KSTACK_E2E_KUBECONFIG")
-        .context("set KSTACK_E2E_KUBECONFIG to the kubeconfig `kstack dev up` printed")?;
+    let kubeconfig = kubeconfig()?;
     let admin = kstack_e2e::client().await?;
     let ns = TempNamespace::new(&admin, if serial { "bench-serial" } else { "bench" }).await?;
-    let catalog = Catalog::builtin()?;
-    let mut labels = serde_json::Map::new();
-    for name in catalog.services.keys() {
-        labels.insert(
-            name.clone(),
-            json!({
-                "kstack.io/dev-ready-delay": format!("{}s", ready_delay(name).as_secs()),
-                "kstack.io/dev-complete-delay": format!("{}s", COMPLETE_DELAY.as_secs()),
-            }),
-        );
-    }
-    let vars = json!({ "kubernetes_namespace": ns.name, "kstack_pod_labels": labels });
-    let vars: BTreeMap<String, serde_json::Value> = vars
-        .as_object()
-        .context("object")?
-        .clone()
-        .into_iter()
-        .collect();
-    let globals = Globals::from_vars(&vars).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let config = Config::from_parts(
-        globals,
-        kstack_config::testing::passwords(1),
-        Default::default(),
-        catalog,
-    );
-    let rendered = kubernetes::render(&config)?;
-
+    let config = config(&ns.name, &[])?;
     let (client, counter) = kstack_kube::counted_client(Some(&kubeconfig)).await?;
     let cluster = KubeCluster::new(client);
-    let start = Instant::now();
-    let cluster_scoped = vec![kstack_engine::ObjectRef::new("Namespace", None, &ns.name)];
-    let observed = kstack_engine::observe(&cluster, &ns.name, &cluster_scoped).await?;
-    let plan = kstack_engine::plan(&rendered, &config.catalog, &observed, &Limits::default())?;
-    let options = Options {
-        serial,
-        now: "bench".into(),
-        no_rollback: false,
-    };
-    let report = kstack_engine::deploy(
-        &cluster,
-        &plan,
-        &observed,
-        &options,
-        &|_: &kstack_engine::Event| {},
-    )
-    .await?;
-    let wall = start.elapsed();
-    anyhow::ensure!(
-        report.succeeded(),
-        "deploy failed: {}",
-        report
-            .failures
-            .iter()
-            .map(|f| f.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let (plan, _, wall) = deploy(&cluster, &config, serial).await?;
 
     // The lower bound: the longest chain through the step graph where a Job takes its pod's
     // readiness plus completion delay and a health wait its pods' readiness delay.

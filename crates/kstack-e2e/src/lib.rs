@@ -5,6 +5,7 @@
 //! never look like a passed one.
 use std::time::Duration;
 
+pub mod bench;
 pub mod cloud;
 pub mod endpoints;
 
