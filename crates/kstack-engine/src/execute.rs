@@ -384,30 +384,15 @@ impl Ctx<'_> {
         }
     }
 
-    /// Whether the deploy changes the service from generation `good` (else there is nothing to
-    /// roll back: the same objects did not become healthy).
-    fn changed_since(&self, service: &str, good: &ServiceRecord) -> bool {
-        let now = service_record(
-            self.plan,
-            &self.observed.history,
-            service,
-            ServiceState::Failed,
-            &self.options.now,
-        );
-        now.objects != good.objects
-    }
-
-    /// Restores the last healthy generation of a service whose new pods did not become
-    /// healthy, and records it as a new generation (`rollback_of`).
-    async fn roll_back(&self, service: &str, good: &ServiceRecord, step: &Step) -> RolledBack {
-        let failed = service_record(
-            self.plan,
-            &self.observed.history,
-            service,
-            ServiceState::Failed,
-            &self.options.now,
-        )
-        .generation;
+    /// Restores the last healthy generation of a service whose new pods (generation `failed`)
+    /// did not become healthy, and records it as a new generation (`rollback_of`).
+    async fn roll_back(
+        &self,
+        service: &str,
+        good: &ServiceRecord,
+        failed: u64,
+        step: &Step,
+    ) -> RolledBack {
         let generation = failed + 1;
         let mut out = RolledBack {
             failed,
@@ -493,9 +478,20 @@ impl Ctx<'_> {
         if let (StepKind::Healthy { .. }, Some(service)) = (&step.kind, &step.service)
             && !self.options.no_rollback
             && let Some(good) = self.observed.history.last_healthy(service)
-            && self.changed_since(service, good)
         {
-            failure.rollback = Some(self.roll_back(service, good, step).await);
+            let failed = service_record(
+                self.plan,
+                &self.observed.history,
+                service,
+                ServiceState::Failed,
+                &self.options.now,
+            );
+            // The same objects as the good generation did not become healthy: nothing to
+            // roll back to.
+            if failed.objects != good.objects {
+                let rolled = self.roll_back(service, good, failed.generation, step).await;
+                failure.rollback = Some(rolled);
+            }
         }
         Err(failure)
     }

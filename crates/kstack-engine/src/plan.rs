@@ -413,9 +413,31 @@ pub fn plan(
         timeouts.default,
     );
 
+    // A service's catalog tasks, and its rendered Jobs by task.
+    let tasks_of = |service: &str| -> &[kstack_model::catalog::BootstrapTask] {
+        catalog
+            .services
+            .get(service)
+            .map_or(&[], |s| s.bootstrap.as_slice())
+    };
+    let jobs_of = |service: &str| -> BTreeMap<String, usize> {
+        objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.desired.service.as_deref() == Some(service))
+            .filter_map(|(i, o)| match &o.desired.role {
+                Role::Job { task } => Some((task.clone(), i)),
+                _ => None,
+            })
+            .collect()
+    };
+    let job = |task: &str, i: usize| StepKind::Job {
+        task: task.to_owned(),
+        job: objects[i].desired.reference.clone(),
+    };
+
     // Services in dependency order, so the health steps of dependencies already exist.
     let mut healthy: BTreeMap<String, usize> = BTreeMap::new();
-    let mut contract_services = Vec::new();
     for service in &order {
         let timeout = timeouts.for_service(service);
         let idx = |pred: &dyn Fn(&DesiredObject) -> bool| -> Vec<usize> {
@@ -438,20 +460,8 @@ pub fn plan(
 
         // Bootstrap Jobs: a task's predecessors are its `after` tasks; a task without a rendered
         // Job passes its own predecessors on, so the order holds through it.
-        let tasks = catalog
-            .services
-            .get(service)
-            .map(|s| s.bootstrap.clone())
-            .unwrap_or_default();
-        let jobs: BTreeMap<String, usize> = objects
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.desired.service.as_deref() == Some(service))
-            .filter_map(|(i, o)| match &o.desired.role {
-                Role::Job { task } => Some((task.clone(), i)),
-                _ => None,
-            })
-            .collect();
+        let tasks = tasks_of(service);
+        let jobs = jobs_of(service);
         let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut job_steps = Vec::new();
         for task in tasks
@@ -471,16 +481,7 @@ pub fn plan(
             deps.dedup();
             let ends = match jobs.get(&task.name) {
                 Some(&i) => {
-                    let id = push(
-                        StepKind::Job {
-                            task: task.name.clone(),
-                            job: objects[i].desired.reference.clone(),
-                        },
-                        Some(service),
-                        deps,
-                        vec![i],
-                        timeout,
-                    );
+                    let id = push(job(&task.name, i), Some(service), deps, vec![i], timeout);
                     job_steps.push(id);
                     vec![id]
                 }
@@ -488,22 +489,10 @@ pub fn plan(
             };
             task_steps.insert(task.name.clone(), ends);
         }
-        if tasks.iter().any(|t| t.phase == Phase::Contract) {
-            contract_services.push((service.clone(), tasks.clone(), jobs.clone(), config));
-        }
         // Jobs whose task the catalog does not name still run before the workload.
         for (task, &i) in &jobs {
             if !tasks.iter().any(|t| &t.name == task) {
-                let id = push(
-                    StepKind::Job {
-                        task: task.clone(),
-                        job: objects[i].desired.reference.clone(),
-                    },
-                    Some(service),
-                    vec![config],
-                    vec![i],
-                    timeout,
-                );
+                let id = push(job(task, i), Some(service), vec![config], vec![i], timeout);
                 job_steps.push(id);
             }
         }
@@ -537,16 +526,7 @@ pub fn plan(
             deps.extend(task.needs.iter().filter_map(|n| healthy.get(n)));
             deps.sort_unstable();
             deps.dedup();
-            let id = push(
-                StepKind::Job {
-                    task: task.name.clone(),
-                    job: objects[i].desired.reference.clone(),
-                },
-                Some(service),
-                deps,
-                vec![i],
-                timeout,
-            );
+            let id = push(job(&task.name, i), Some(service), deps, vec![i], timeout);
             post_steps.insert(task.name.clone(), id);
         }
     }
@@ -554,36 +534,31 @@ pub fn plan(
     // Contract phases: once every service of the deploy is healthy (the whole upgrade
     // succeeded), in `after` order within a service, then recorded.
     let all_healthy: Vec<usize> = healthy.values().copied().collect();
-    for (service, tasks, jobs, config) in contract_services {
-        let timeout = timeouts.for_service(&service);
-        let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        let mut ends = Vec::new();
-        for task in tasks.iter().filter(|t| t.phase == Phase::Contract) {
+    for service in &order {
+        let timeout = timeouts.for_service(service);
+        let jobs = jobs_of(service);
+        let mut contract_steps: BTreeMap<&str, usize> = BTreeMap::new();
+        for task in tasks_of(service)
+            .iter()
+            .filter(|t| t.phase == Phase::Contract)
+        {
             let Some(&i) = jobs.get(&task.name) else {
                 continue;
             };
             let mut deps = all_healthy.clone();
-            deps.push(config);
-            for a in &task.after {
-                deps.extend(task_steps.get(a).into_iter().flatten().copied());
-            }
+            deps.extend(
+                task.after
+                    .iter()
+                    .filter_map(|a| contract_steps.get(a.as_str())),
+            );
             deps.sort_unstable();
             deps.dedup();
-            let id = push(
-                StepKind::Job {
-                    task: task.name.clone(),
-                    job: objects[i].desired.reference.clone(),
-                },
-                Some(&service),
-                deps,
-                vec![i],
-                timeout,
-            );
-            task_steps.insert(task.name.clone(), vec![id]);
-            ends.push(id);
+            let id = push(job(&task.name, i), Some(service), deps, vec![i], timeout);
+            contract_steps.insert(&task.name, id);
         }
-        if !ends.is_empty() {
-            push(StepKind::Contracted, Some(&service), ends, vec![], timeout);
+        if !contract_steps.is_empty() {
+            let ends = contract_steps.into_values().collect();
+            push(StepKind::Contracted, Some(service), ends, vec![], timeout);
         }
     }
 
