@@ -7,6 +7,11 @@
 //! other services to be healthy) → apply its workload → wait until it is healthy. A service's
 //! first step waits for every service in its `depends_on` to be healthy, so nothing of a
 //! service exists in the cluster before what it depends on works.
+//!
+//! Which Jobs a deploy runs depends on each service's [`Mode`] (install, steady, upgrade) and
+//! its tasks' phases: `post` tasks run once their own service is healthy (nothing waits for
+//! them); `contract` tasks run once every service of the deploy is healthy, followed by a
+//! `Contracted` step that records it.
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

@@ -296,6 +296,11 @@ async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_sin
     let h = history(&fake).await;
     assert_eq!(h.services["keystone"][&3].rollback_of, Some(1));
     assert_eq!(h.index.as_ref().unwrap().services["keystone"].generation, 3);
+    // Generation 1 is what keystone runs now: nothing to do.
+    assert!(matches!(
+        kstack_engine::plan_rollback(&h, "openstack", "keystone", Some(1), &configs),
+        Err(RollbackError::AlreadyThere { generation: 1, .. })
+    ));
     // Rolling back again undoes the rollback: the newest healthy generation before the
     // current one with other objects is the upgraded one.
     let again = kstack_engine::plan_rollback(&h, "openstack", "keystone", None, &configs).unwrap();
