@@ -118,12 +118,25 @@ fn port_of(config: &Config, service: &str, port: &str, default: u16) -> u16 {
         .map_or(default, |p| p.port)
 }
 
-fn keystone_url(config: &Config, target: Target) -> String {
+/// `http://<host>:<port>` of a service's Service (Kubernetes) or node address (Compose), with
+/// the port named `port` in the catalog (`default` when the catalog has none).
+pub fn service_url(
+    config: &Config,
+    target: Target,
+    service: &str,
+    port: &str,
+    default: u16,
+) -> String {
     format!(
         "http://{}:{}",
-        target.host(&config.globals, "keystone", None),
-        port_of(config, "keystone", "api", 5000)
+        target.host(&config.globals, service, None),
+        port_of(config, service, port, default)
     )
+}
+
+/// Keystone's URL for `target`: what bootstrap tasks and `kstack verify` authenticate against.
+pub fn keystone_url(config: &Config, target: Target) -> String {
+    service_url(config, target, "keystone", "api", 5000)
 }
 
 /// The task of `service` (named `name`) for `target`. `files` are the rendered config files

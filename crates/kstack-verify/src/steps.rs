@@ -1,0 +1,877 @@
+//! The steps: each one a few API calls that a user of the cloud would make. A step returns the
+//! line the report shows, or a [`Failure`] naming the failing call; whatever it creates goes
+//! into [`Run::created`] as soon as the API has answered with its id.
+use std::time::Instant;
+
+use futures::future::join_all;
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cleanup::{Created, Kind, Owner};
+use crate::http::{Api, Body, CallError, status_error};
+use crate::{Event, Outcome, Password, Redactor, Settings, Step, StepReport, not_run, secs};
+
+/// Why a step failed.
+pub(crate) struct Failure {
+    pub message: String,
+    pub call: Option<Box<CallError>>,
+    /// Whose pods to look at, when not the step's own projects (the endpoint that failed).
+    pub services: Option<Vec<String>>,
+}
+
+impl Failure {
+    pub fn check(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            call: None,
+            services: None,
+        }
+    }
+}
+
+impl From<CallError> for Failure {
+    fn from(call: CallError) -> Failure {
+        Failure {
+            message: call.to_string(),
+            call: Some(Box::new(call)),
+            services: None,
+        }
+    }
+}
+
+/// A token and the catalog it came with.
+pub(crate) struct Session {
+    pub token: String,
+    pub catalog: Vec<Value>,
+}
+
+/// The state of one verify run.
+pub(crate) struct Run<'a> {
+    pub s: &'a Settings,
+    pub api: Api,
+    pub redactor: Redactor,
+    /// When the running step started (for a report of an interrupted step).
+    pub step_started: Option<Instant>,
+    /// Keystone's base URL: the auth URL without a trailing `/` or `/v3`.
+    pub keystone: String,
+    pub admin: Option<Session>,
+    pub user: Option<Session>,
+    user_password: Password,
+    /// Everything created and not yet deleted, in creation order.
+    pub created: Vec<Created>,
+    image_id: Option<String>,
+    network_id: Option<String>,
+    flavor_id: Option<String>,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(s: &'a Settings) -> Run<'a> {
+        let user_password = Password::generate();
+        let redactor = Redactor::new([s.password.clone(), user_password.clone()]);
+        let mut keystone = s.auth_url.trim_end_matches('/').to_owned();
+        if let Some(base) = keystone.strip_suffix("/v3") {
+            keystone = base.to_owned();
+        }
+        Run {
+            s,
+            api: Api::new(s.request_timeout),
+            redactor,
+            step_started: None,
+            keystone,
+            admin: None,
+            user: None,
+            user_password,
+            created: Vec::new(),
+            image_id: None,
+            network_id: None,
+            flavor_id: None,
+        }
+    }
+
+    /// Runs every step in order; after a failure the rest are not run.
+    pub async fn steps(
+        &mut self,
+        reports: &mut Vec<StepReport>,
+        on_event: &(dyn Fn(Event<'_>) + Sync),
+    ) {
+        let mut failed: Option<Step> = None;
+        for step in Step::ALL {
+            let report = if let Some(f) = failed {
+                not_run(step, &format!("{f} failed"))
+            } else if let Some(p) = step.projects().iter().find(|p| !self.s.project_enabled(p)) {
+                StepReport {
+                    step,
+                    result: Outcome::Skipped,
+                    seconds: 0.0,
+                    detail: format!("{p} not enabled"),
+                    call: None,
+                    services: Vec::new(),
+                }
+            } else {
+                on_event(Event::Started(step));
+                let started = Instant::now();
+                self.step_started = Some(started);
+                let result = self.step(step).await;
+                let seconds = secs(started);
+                match result {
+                    Ok(detail) => StepReport {
+                        step,
+                        result: Outcome::Ok,
+                        seconds,
+                        detail,
+                        call: None,
+                        services: Vec::new(),
+                    },
+                    Err(f) => {
+                        failed = Some(step);
+                        StepReport {
+                            step,
+                            result: Outcome::Failed,
+                            seconds,
+                            detail: f.message,
+                            call: f.call.map(|c| *c),
+                            services: f
+                                .services
+                                .unwrap_or_else(|| self.s.services_of(step.responsible())),
+                        }
+                    }
+                }
+            };
+            let report = self.redactor.step(report);
+            on_event(Event::Finished(&report));
+            reports.push(report);
+        }
+    }
+
+    async fn step(&mut self, step: Step) -> Result<String, Failure> {
+        match step {
+            Step::Token => self.token().await,
+            Step::Endpoints => self.endpoints().await,
+            Step::ProjectUser => self.project_user().await,
+            Step::Image => self.image().await,
+            Step::Network => self.network().await,
+            Step::Flavor => self.flavor().await,
+            Step::Server => self.server().await,
+            Step::Stack => self.stack().await,
+            Step::Horizon => self.horizon().await,
+        }
+    }
+
+    fn record(&mut self, kind: Kind, id: &str, url: String, owner: Owner) {
+        tracing::debug!(kind = kind.name(), id, "created");
+        self.created.push(Created {
+            kind,
+            name: self.s.prefix.clone(),
+            id: id.to_owned(),
+            url,
+            owner,
+            body: None,
+        });
+    }
+
+    /// Drops a record once the step deleted the resource itself.
+    fn forget(&mut self, url: &str) {
+        self.created.retain(|c| c.url != url);
+    }
+
+    fn admin(&self) -> Result<&Session, Failure> {
+        self.admin
+            .as_ref()
+            .ok_or_else(|| Failure::check("no admin token"))
+    }
+
+    fn user(&self) -> Result<&Session, Failure> {
+        self.user
+            .as_ref()
+            .ok_or_else(|| Failure::check("no token of the scratch user"))
+    }
+
+    /// The URL of the endpoint of `service_type` in the session's catalog, for the configured
+    /// interface and region, without a trailing `/`.
+    fn endpoint(&self, session: &Session, service_type: &str) -> Result<String, Failure> {
+        find_endpoint(
+            &session.catalog,
+            service_type,
+            self.s.interface.as_str(),
+            &self.s.region,
+        )
+        .ok_or_else(|| {
+            Failure::check(format!(
+                "the token's catalog has no {} endpoint of type {service_type} in region {}",
+                self.s.interface.as_str(),
+                self.s.region
+            ))
+        })
+    }
+
+    /// POST /v3/auth/tokens with a password, scoped to a project.
+    async fn authenticate(
+        &self,
+        user: Value,
+        password: &Password,
+        project: Value,
+    ) -> Result<Session, Failure> {
+        let mut user = user;
+        user["password"] = Value::String(password.expose().to_owned());
+        let body = json!({
+            "auth": {
+                "identity": { "methods": ["password"], "password": { "user": user } },
+                "scope": { "project": project },
+            }
+        });
+        let url = format!("{}/v3/auth/tokens", self.keystone);
+        let (headers, v) = self
+            .api
+            .call(Method::POST, &url, None, Body::Json(&body))
+            .await?;
+        let token = headers
+            .get("x-subject-token")
+            .and_then(|h| h.to_str().ok())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                Failure::check(format!(
+                    "POST {url}: the answer has no X-Subject-Token header"
+                ))
+            })?
+            .to_owned();
+        let catalog = v["token"]["catalog"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Ok(Session { token, catalog })
+    }
+
+    async fn token(&mut self) -> Result<String, Failure> {
+        let session = self
+            .authenticate(
+                json!({ "name": self.s.username, "domain": { "id": "default" } }),
+                &self.s.password,
+                json!({ "name": self.s.project, "domain": { "id": "default" } }),
+            )
+            .await?;
+        let detail = format!(
+            "{} in project {}; {} services in the catalog",
+            self.s.username,
+            self.s.project,
+            session.catalog.len()
+        );
+        self.admin = Some(session);
+        Ok(detail)
+    }
+
+    async fn endpoints(&mut self) -> Result<String, Failure> {
+        let admin = self.admin()?;
+        let iface = self.s.interface.as_str();
+        let region = &self.s.region;
+        // (service type, responsible kstack service, url)
+        let mut probes: Vec<(String, Option<String>, String)> = Vec::new();
+        let mut ignored = Vec::new();
+        for entry in &admin.catalog {
+            let ty = entry["type"].as_str().unwrap_or_default().to_owned();
+            let owner = self.s.service_of_type(&ty);
+            if let Some((_, info)) = owner
+                && !info.enabled
+            {
+                ignored.push(ty);
+                continue;
+            }
+            for ep in entry["endpoints"].as_array().into_iter().flatten() {
+                if ep["interface"] == iface && in_region(ep, region) {
+                    let url = ep["url"].as_str().unwrap_or_default().to_owned();
+                    probes.push((ty.clone(), owner.map(|(n, _)| n.to_owned()), url));
+                }
+            }
+        }
+        let mut failures: Vec<(String, Option<String>, Failure)> = Vec::new();
+        for (name, info) in &self.s.services {
+            if let Some(ty) = &info.service_type
+                && info.enabled
+                && !probes.iter().any(|(t, _, _)| t == ty)
+            {
+                failures.push((
+                    ty.clone(),
+                    Some(name.clone()),
+                    Failure::check(format!(
+                        "no {iface} endpoint of type {ty} in region {region} (registered by {name})"
+                    )),
+                ));
+            }
+        }
+        let token = admin.token.clone();
+        let results = join_all(probes.iter().map(|(_, _, url)| {
+            let api = self.api.clone();
+            let token = token.clone();
+            async move {
+                let reply = api.send(Method::GET, url, Some(&token), Body::None).await?;
+                if reply.status >= 500 {
+                    Err(status_error(&Method::GET, url, &reply))
+                } else {
+                    Ok(reply.status)
+                }
+            }
+        }))
+        .await;
+        for ((ty, owner, _), r) in probes.iter().zip(results) {
+            if let Err(e) = r {
+                failures.push((ty.clone(), owner.clone(), Failure::from(e)));
+            }
+        }
+        if failures.is_empty() {
+            let mut types: Vec<&str> = probes.iter().map(|(t, _, _)| t.as_str()).collect();
+            types.dedup();
+            let mut detail = format!(
+                "{} {iface} endpoints answer: {}",
+                probes.len(),
+                types.join(", ")
+            );
+            if !ignored.is_empty() {
+                detail.push_str(&format!(
+                    " (not checked, service disabled: {})",
+                    ignored.join(", ")
+                ));
+            }
+            return Ok(detail);
+        }
+        let message = failures
+            .iter()
+            .map(|(ty, _, f)| format!("{ty}: {}", f.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut services: Vec<String> = failures.iter().filter_map(|(_, o, _)| o.clone()).collect();
+        services.sort();
+        services.dedup();
+        let call = failures.iter().find_map(|(_, _, f)| f.call.clone());
+        Err(Failure {
+            message: format!(
+                "{} of {} endpoints failed: {message}",
+                failures.len(),
+                probes.len().max(failures.len())
+            ),
+            call,
+            services: Some(services),
+        })
+    }
+
+    async fn project_user(&mut self) -> Result<String, Failure> {
+        let token = self.admin()?.token.clone();
+        let ks = self.keystone.clone();
+        let name = self.s.prefix.clone();
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{ks}/v3/projects"),
+                Some(&token),
+                Body::Json(&json!({ "project": {
+                    "name": name, "domain_id": "default", "enabled": true,
+                    "description": "kstack verify scratch project",
+                }})),
+            )
+            .await?;
+        let project_id = id_of(&v["project"], "project")?;
+        self.record(
+            Kind::Project,
+            &project_id,
+            format!("{ks}/v3/projects/{project_id}"),
+            Owner::Admin,
+        );
+
+        let body = json!({ "user": {
+            "name": name, "domain_id": "default", "enabled": true,
+            "default_project_id": project_id, "password": self.user_password.expose(),
+        }});
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{ks}/v3/users"),
+                Some(&token),
+                Body::Json(&body),
+            )
+            .await?;
+        let user_id = id_of(&v["user"], "user")?;
+        self.record(
+            Kind::User,
+            &user_id,
+            format!("{ks}/v3/users/{user_id}"),
+            Owner::Admin,
+        );
+
+        let (_, v) = self
+            .api
+            .call(
+                Method::GET,
+                &format!("{ks}/v3/roles?name=member"),
+                Some(&token),
+                Body::None,
+            )
+            .await?;
+        let role_id = v["roles"]
+            .as_array()
+            .and_then(|r| r.first())
+            .and_then(|r| r["id"].as_str())
+            .ok_or_else(|| Failure::check("Keystone has no role named `member`"))?
+            .to_owned();
+        self.api
+            .call(
+                Method::PUT,
+                &format!("{ks}/v3/projects/{project_id}/users/{user_id}/roles/{role_id}"),
+                Some(&token),
+                Body::None,
+            )
+            .await?;
+        let password = self.user_password.clone();
+        let session = self
+            .authenticate(
+                json!({ "id": user_id }),
+                &password,
+                json!({ "id": project_id }),
+            )
+            .await?;
+        self.user = Some(session);
+        Ok(format!(
+            "project and user {name} (role member); token issued as that user"
+        ))
+    }
+
+    async fn image(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let glance = self.endpoint(user, "image")?;
+        let data = image_bytes(self.s.image_bytes);
+        let want = hex::encode(Sha256::digest(&data));
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{glance}/v2/images"),
+                Some(&token),
+                Body::Json(&json!({
+                    "name": self.s.prefix, "disk_format": "raw",
+                    "container_format": "bare", "visibility": "private",
+                })),
+            )
+            .await?;
+        let id = id_of(&v, "image")?;
+        let url = format!("{glance}/v2/images/{id}");
+        self.record(Kind::Image, &id, url.clone(), Owner::User);
+        let size = data.len();
+        self.api
+            .call(
+                Method::PUT,
+                &format!("{url}/file"),
+                Some(&token),
+                Body::Bytes(data),
+            )
+            .await?;
+        let deadline = Instant::now() + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(&token), Body::None)
+                .await?;
+            match v["status"].as_str().unwrap_or_default() {
+                "active" => break,
+                bad @ ("killed" | "deleted" | "deactivated") => {
+                    return Err(Failure::check(format!(
+                        "image {id} went to status {bad} after the upload"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        return Err(Failure::check(format!(
+                            "image {id} not active after {:?} (status {other})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+        let file = format!("{url}/file");
+        let reply = self
+            .api
+            .send(Method::GET, &file, Some(&token), Body::None)
+            .await?;
+        if !reply.ok() {
+            return Err(status_error(&Method::GET, &file, &reply).into());
+        }
+        let got = hex::encode(Sha256::digest(&reply.body));
+        if got != want {
+            return Err(Failure::check(format!(
+                "GET {file}: the image read back differs from the upload: {} bytes with SHA-256 {got}, uploaded {size} bytes with SHA-256 {want}",
+                reply.body.len()
+            )));
+        }
+        self.image_id = Some(id);
+        Ok(format!(
+            "{} raw image uploaded, active, read back with the same SHA-256 ({})",
+            mib(size),
+            &want[..12]
+        ))
+    }
+
+    async fn network(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let neutron = self.endpoint(user, "network")?;
+        let name = self.s.prefix.clone();
+        let v2 = format!("{neutron}/v2.0");
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/networks"),
+                Some(&token),
+                Body::Json(&json!({ "network": { "name": name } })),
+            )
+            .await?;
+        let net = id_of(&v["network"], "network")?;
+        self.record(
+            Kind::Network,
+            &net,
+            format!("{v2}/networks/{net}"),
+            Owner::User,
+        );
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/subnets"),
+                Some(&token),
+                Body::Json(&json!({ "subnet": {
+                    "name": name, "network_id": net, "ip_version": 4, "cidr": self.s.cidr,
+                }})),
+            )
+            .await?;
+        let subnet = id_of(&v["subnet"], "subnet")?;
+        self.record(
+            Kind::Subnet,
+            &subnet,
+            format!("{v2}/subnets/{subnet}"),
+            Owner::User,
+        );
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/routers"),
+                Some(&token),
+                Body::Json(&json!({ "router": { "name": name } })),
+            )
+            .await?;
+        let router = id_of(&v["router"], "router")?;
+        self.record(
+            Kind::Router,
+            &router,
+            format!("{v2}/routers/{router}"),
+            Owner::User,
+        );
+        let attach = json!({ "subnet_id": subnet });
+        self.api
+            .call(
+                Method::PUT,
+                &format!("{v2}/routers/{router}/add_router_interface"),
+                Some(&token),
+                Body::Json(&attach),
+            )
+            .await?;
+        self.created.push(Created {
+            kind: Kind::RouterInterface,
+            name: name.clone(),
+            id: subnet.clone(),
+            url: format!("{v2}/routers/{router}/remove_router_interface"),
+            owner: Owner::User,
+            body: Some(attach),
+        });
+        self.network_id = Some(net);
+        Ok(format!(
+            "network, subnet {} and router {name}, subnet attached",
+            self.s.cidr
+        ))
+    }
+
+    async fn flavor(&mut self) -> Result<String, Failure> {
+        let admin = self.admin()?;
+        let token = admin.token.clone();
+        let nova = self.endpoint(admin, "compute")?;
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{nova}/flavors"),
+                Some(&token),
+                Body::Json(&json!({ "flavor": {
+                    "name": self.s.prefix, "vcpus": 1, "ram": 128, "disk": 1,
+                }})),
+            )
+            .await?;
+        let id = id_of(&v["flavor"], "flavor")?;
+        self.record(
+            Kind::Flavor,
+            &id,
+            format!("{nova}/flavors/{id}"),
+            Owner::Admin,
+        );
+        self.flavor_id = Some(id);
+        Ok("1 vCPU, 128 MiB RAM, 1 GiB disk".to_owned())
+    }
+
+    async fn server(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let nova = self.endpoint(user, "compute")?;
+        let (Some(image), Some(flavor), Some(net)) =
+            (&self.image_id, &self.flavor_id, &self.network_id)
+        else {
+            return Err(Failure::check(
+                "no image, flavor or network from the steps before",
+            ));
+        };
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{nova}/servers"),
+                Some(&token),
+                Body::Json(&json!({ "server": {
+                    "name": self.s.prefix, "imageRef": image, "flavorRef": flavor,
+                    "networks": [{ "uuid": net }],
+                }})),
+            )
+            .await?;
+        let id = id_of(&v["server"], "server")?;
+        let url = format!("{nova}/servers/{id}");
+        self.record(Kind::Server, &id, url.clone(), Owner::User);
+        let booted = Instant::now();
+        let deadline = booted + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(&token), Body::None)
+                .await?;
+            let s = &v["server"];
+            match s["status"].as_str().unwrap_or_default() {
+                "ACTIVE" => break,
+                "ERROR" => {
+                    let fault = s["fault"]["message"].as_str().unwrap_or("no fault message");
+                    return Err(Failure::check(format!(
+                        "server {id} went to ERROR: {fault}"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        let task = s["OS-EXT-STS:task_state"].as_str().unwrap_or("none");
+                        return Err(Failure::check(format!(
+                            "server {id} not ACTIVE after {:?} (status {other}, task state {task})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+        let active = secs(booted);
+        let deleting = Instant::now();
+        self.api
+            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .await?;
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Server, &url, &token)
+            .await
+            .map_err(Failure::check)?;
+        self.forget(&url);
+        Ok(format!(
+            "ACTIVE after {active:.1} s; deleted and gone after {:.1} s",
+            secs(deleting)
+        ))
+    }
+
+    async fn stack(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let heat = self.endpoint(user, "orchestration")?;
+        let name = self.s.prefix.clone();
+        let minutes = self.s.timeout.as_secs().div_ceil(60).max(1);
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{heat}/stacks"),
+                Some(&token),
+                Body::Json(&json!({
+                    "stack_name": name,
+                    "timeout_mins": minutes,
+                    "template": {
+                        "heat_template_version": "2018-08-31",
+                        "description": "kstack verify: one resource",
+                        "resources": { "random": {
+                            "type": "OS::Heat::RandomString",
+                            "properties": { "length": 8 },
+                        }},
+                    },
+                })),
+            )
+            .await?;
+        let id = id_of(&v["stack"], "stack")?;
+        let url = format!("{heat}/stacks/{name}/{id}");
+        self.record(Kind::Stack, &id, url.clone(), Owner::User);
+        let created = Instant::now();
+        let deadline = created + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(&token), Body::None)
+                .await?;
+            let s = &v["stack"];
+            match s["stack_status"].as_str().unwrap_or_default() {
+                "CREATE_COMPLETE" => break,
+                bad @ ("CREATE_FAILED" | "ROLLBACK_COMPLETE" | "ROLLBACK_FAILED") => {
+                    let reason = s["stack_status_reason"]
+                        .as_str()
+                        .unwrap_or("no reason given");
+                    return Err(Failure::check(format!(
+                        "stack {name} went to {bad}: {reason}"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        return Err(Failure::check(format!(
+                            "stack {name} not CREATE_COMPLETE after {:?} (status {other})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+        let complete = secs(created);
+        let deleting = Instant::now();
+        self.api
+            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .await?;
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Stack, &url, &token)
+            .await
+            .map_err(Failure::check)?;
+        self.forget(&url);
+        Ok(format!(
+            "OS::Heat::RandomString stack CREATE_COMPLETE after {complete:.1} s; deleted after {:.1} s",
+            secs(deleting)
+        ))
+    }
+
+    async fn horizon(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let base = match find_endpoint(&user.catalog, "dashboard", self.s.interface.as_str(), &self.s.region) {
+            Some(u) => u,
+            None => self.s.horizon_url.clone().map(|u| u.trim_end_matches('/').to_owned()).ok_or_else(|| {
+                Failure::check("no Horizon URL: the catalog has no dashboard endpoint and none was given (--horizon-url)")
+            })?,
+        };
+        let url = format!("{base}/auth/login/");
+        let reply = self.api.page(&url).await?;
+        if reply.status != 200 {
+            return Err(status_error(&Method::GET, &url, &reply).into());
+        }
+        let page = String::from_utf8_lossy(&reply.body);
+        if !(page.contains("<form") && page.contains("name=\"password\"")) {
+            return Err(CallError {
+                method: "GET".into(),
+                url,
+                status: Some(200),
+                message: "the page has no login form (no <form> with a password field)".into(),
+            }
+            .into());
+        }
+        Ok(format!(
+            "{url}: 200 with a login form ({} KiB)",
+            reply.body.len().div_ceil(1024)
+        ))
+    }
+}
+
+/// The first endpoint of `service_type` with that interface in that region.
+pub(crate) fn find_endpoint(
+    catalog: &[Value],
+    service_type: &str,
+    iface: &str,
+    region: &str,
+) -> Option<String> {
+    catalog
+        .iter()
+        .filter(|e| e["type"] == service_type)
+        .flat_map(|e| e["endpoints"].as_array().into_iter().flatten())
+        .find(|ep| ep["interface"] == iface && in_region(ep, region))
+        .and_then(|ep| ep["url"].as_str())
+        .map(|u| u.trim_end_matches('/').to_owned())
+}
+
+fn in_region(ep: &Value, region: &str) -> bool {
+    ep["region_id"] == region || ep["region"] == region
+}
+
+/// The `id` of a created resource; a missing one fails the step.
+fn id_of(v: &Value, what: &str) -> Result<String, Failure> {
+    v["id"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| Failure::check(format!("the answer creating the {what} has no id")))
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// A raw disk image of `len` bytes: a boot sector that halts the CPU (so a server booted from
+/// it idles), then random bytes, so every run uploads different content.
+pub(crate) fn image_bytes(len: usize) -> Vec<u8> {
+    use rand::RngCore as _;
+    let mut data = vec![0u8; len.max(512)];
+    rand::thread_rng().fill_bytes(&mut data[512..]);
+    data[..512].fill(0);
+    // cli; hlt; jmp $-2
+    data[..4].copy_from_slice(&[0xFA, 0xF4, 0xEB, 0xFD]);
+    data[510] = 0x55;
+    data[511] = 0xAA;
+    data
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_boot_sector_and_random_rest() {
+        let a = image_bytes(4096);
+        let b = image_bytes(4096);
+        assert_eq!(a.len(), 4096);
+        assert_eq!(&a[510..512], &[0x55, 0xAA]);
+        assert_eq!(a[..512], b[..512]);
+        assert_ne!(a[512..], b[512..]);
+    }
+
+    #[test]
+    fn endpoints_by_type_interface_and_region() {
+        let catalog = vec![json!({
+            "type": "image",
+            "endpoints": [
+                { "interface": "internal", "region_id": "RegionOne", "url": "http://in:9292" },
+                { "interface": "public", "region_id": "RegionTwo", "url": "http://two:9292" },
+                { "interface": "public", "region": "RegionOne", "url": "http://pub:9292/" },
+            ],
+        })];
+        assert_eq!(
+            find_endpoint(&catalog, "image", "public", "RegionOne").as_deref(),
+            Some("http://pub:9292")
+        );
+        assert_eq!(
+            find_endpoint(&catalog, "image", "internal", "RegionOne").as_deref(),
+            Some("http://in:9292")
+        );
+        assert_eq!(
+            find_endpoint(&catalog, "compute", "public", "RegionOne"),
+            None
+        );
+    }
+}
