@@ -3,9 +3,11 @@
 //! Everything else describes what it wants in plain values; this crate turns that into API calls
 //! with kube-rs.
 pub mod cluster;
+pub mod logs;
 pub mod nodes;
 
 pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
+pub use logs::{PodLog, pod_logs};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
