@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from the Go module proxy into a cache:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok.
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, and the
+#   real node's kubelet, kube-proxy and CoreDNS (the cluster DNS).
 # Each binary is built once per pinned version and reused; a binary is only
 # moved into the cache after it built and answered --version, so an interrupted
 # build never leaves a half-built cache behind.
@@ -9,17 +10,22 @@ set -euo pipefail
 K8S_VERSION=${KSTACK_K8S_VERSION:-1.36.3}
 ETCD_VERSION=${KSTACK_ETCD_VERSION:-3.6.16}
 KWOK_VERSION=${KSTACK_KWOK_VERSION:-0.8.0}
+COREDNS_VERSION=${KSTACK_COREDNS_VERSION:-1.14.7}
 CACHE=${KSTACK_CACHE_DIR:-$HOME/.cache/kstack}
-OUT="$CACHE/bin/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION-kwok-v$KWOK_VERSION"
+OUT="$CACHE/bin/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION-kwok-v$KWOK_VERSION-coredns-v$COREDNS_VERSION"
 
 die() { echo "kstack dev: $*" >&2; exit 1; }
 
 # runs() proves a binary works: every binary answers --version, kubectl answers "version --client".
 runs() { [ "$(head -c4 "$1" 2>/dev/null | tr -d '\0')" = $'\x7fELF' ] || return 1
-  if [ "$(basename "$1")" = kubectl ]; then "$1" version --client >/dev/null 2>&1; else "$1" --version >/dev/null 2>&1; fi; }
+  case "$(basename "$1")" in
+    kubectl) "$1" version --client >/dev/null 2>&1;;
+    coredns) "$1" -version >/dev/null 2>&1;;
+    *) "$1" --version >/dev/null 2>&1;;
+  esac; }
 have() { [ -x "$OUT/$1" ] && runs "$OUT/$1"; }
 want=()
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do have "$b" || want+=("$b"); done
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kubelet kube-proxy coredns; do have "$b" || want+=("$b"); done
 [ -f "$OUT/kwok-stages/pod/fast/pod-ready.yaml" ] || want+=(kwok-stages)
 if [ ${#want[@]} -eq 0 ]; then echo "$OUT"; exit 0; fi
 command -v go >/dev/null 2>&1 || die "${want[*]} missing or broken in $OUT and the Go toolchain is missing to build them: install Go >= 1.26 (https://go.dev/doc/install) and put 'go' on PATH"
@@ -32,9 +38,10 @@ mkdir -p "$OUT"
 STAGE=$(mktemp -d "$CACHE/build.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT
 
-need() { printf '%s\n' "${want[@]}" | grep -qx "$1"; }
+# No pipeline here: under pipefail, `printf | grep -q` can fail when grep exits first (SIGPIPE).
+need() { local w; for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 
-if need kube-apiserver || need kube-controller-manager || need kube-scheduler || need kubectl; then
+if need kube-apiserver || need kube-controller-manager || need kube-scheduler || need kubectl || need kubelet || need kube-proxy; then
   W="$STAGE/src/k8s"; mkdir -p "$W"; cd "$W"
   go mod init local.kstack/k8sbin >/dev/null 2>&1
   GOMOD=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
@@ -49,7 +56,7 @@ if need kube-apiserver || need kube-controller-manager || need kube-scheduler ||
     LD="$LD -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$MINOR -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   pkgs=()
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do need "$b" && pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do need "$b" && pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   need kubectl && pkgs+=("k8s.io/kubernetes/cmd/kubectl")
   go build -trimpath -pgo=off -ldflags "$LD" -o "$STAGE/" "${pkgs[@]}"
 fi
@@ -63,6 +70,10 @@ fi
 
 if need kwok; then
   GOBIN="$STAGE" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+fi
+
+if need coredns; then
+  GOBIN="$STAGE" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@v$COREDNS_VERSION"
 fi
 
 if need kwok-stages; then # kwok's stage definitions, so starting a cluster needs no Go toolchain

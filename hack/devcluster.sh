@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # The local Kubernetes control plane kstack is tested against and deploys onto:
 # real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1,
-# with nodes simulated by kwok (no container runtime needed).
+# nodes simulated by kwok, and one real node (containerd, kubelet, kube-proxy, CoreDNS: see
+# hack/realnode.sh) where pods run as real containers.
 #
-#   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1]
+#   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0]
 #   devcluster.sh down | status | kubeconfig
+#
+# Role labels: simulated nodes carry <prefix><role>=true ($KSTACK_ROLE_LABEL_PREFIX, default
+# kstack.io/role-). The real node carries every role: under the same prefix when there are no
+# simulated nodes (--nodes none), else under $KSTACK_DEV_REAL_ROLE_PREFIX (default
+# kstack.io/real-role-), so a cloud lands on it only when its globals.yml sets
+# `kstack_role_label_prefix` to that prefix. Image archives named in $KSTACK_DEV_IMAGES
+# (directories made by hack/images.sh) are imported into the real node's containerd.
 #
 # State (PKI, kubeconfig, pids, logs) lives in $KSTACK_DEV_DIR (default ~/.cache/kstack/dev).
 # Ports: $KSTACK_DEV_PORT_BASE (default 16440): +0 apiserver, +1 etcd client, +2 etcd peer,
@@ -29,6 +37,7 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop_all() {
   local c p
+  KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     p=$(pid_of "$c")
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
@@ -154,20 +163,27 @@ N
 }
 
 cmd_up() {
-  local spec="control=3,compute=3,network=1,storage=1"
+  local spec="control=3,compute=3,network=1,storage=1" real=${KSTACK_DEV_REAL_NODES:-1}
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) spec=$2; shift 2;;
       --nodes=*) spec=${1#*=}; shift;;
-      *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1])";;
+      --real-nodes) real=$2; shift 2;;
+      --real-nodes=*) real=${1#*=}; shift;;
+      *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0])";;
     esac
   done
+  case "$real" in 0|1) ;; *) die "--real-nodes must be 0 or 1 (one real node fits on a machine), got '$real'";; esac
+  [ "$spec" = none ] && spec=""
+  [ -n "$spec" ] || [ "$real" = 1 ] || die "no nodes asked for: give --nodes or --real-nodes 1"
   local total=0 n
-  for n in $(tr ',' '\n' <<<"$spec" | cut -d= -f2); do total=$((total + n)); done
+  for n in $(tr ',' '\n' <<<"$spec" | cut -d= -f2); do [[ "$n" =~ ^[0-9]+$ ]] && total=$((total + n)); done
   [ "$total" -le 1000 ] || die "at most 1000 simulated nodes are supported, asked for $total"
 
   if alive kube-apiserver; then say "already running"; echo "$KCFG"; return 0; fi
   stop_all # clears leftovers of a crashed run
+  # Before anything starts: a real node that cannot start says what is missing.
+  [ "$real" = 0 ] || KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" preflight || exit 1
   for p in $API $ETCD $PEER $KCM $SCHED $KWOKP; do
     port_in_use "$p" && die "port 127.0.0.1:$p is already in use; stop what holds it or pick other ports with KSTACK_DEV_PORT_BASE=<port>"
   done
@@ -193,6 +209,8 @@ cmd_up() {
     --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
     --disable-admission-plugins=ServiceAccount \
+    --kubelet-preferred-address-types=InternalIP \
+    --kubelet-client-certificate="$P/admin.crt" --kubelet-client-key="$P/admin.key" \
     --default-not-ready-toleration-seconds=10 --default-unreachable-toleration-seconds=10
   wait_for kube-apiserver 90 "$BIN/kubectl" --kubeconfig="$KCFG" get --raw /readyz
 
@@ -210,7 +228,7 @@ cmd_up() {
 
   wait_for "the default namespace" 60 "$BIN/kubectl" --kubeconfig="$KCFG" get namespace default
   nodes_yaml "$spec" >"$DIR/nodes.yaml"
-  "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f "$DIR/nodes.yaml" >/dev/null
+  [ "$total" -eq 0 ] || "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f "$DIR/nodes.yaml" >/dev/null
   # The default StorageClass: claims without a class get it, and kwok's pvc-provision stage
   # binds claims of this class to a simulated volume (as a real cluster's provisioner would).
   "$BIN/kubectl" --kubeconfig="$KCFG" apply --server-side -f - >/dev/null <<'SC'
@@ -224,8 +242,13 @@ volumeBindingMode: Immediate
 reclaimPolicy: Delete
 SC
   wait_for "$total nodes to be Ready" 300 bash -c \
-    "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
-  say "up in $((SECONDS - t0))s: $total nodes; logs in $DIR/logs"
+    "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers -l type=kwok 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
+  if [ "$real" = 1 ]; then
+    local real_prefix=$ROLE_PREFIX
+    [ "$total" -eq 0 ] || real_prefix=${KSTACK_DEV_REAL_ROLE_PREFIX:-kstack.io/real-role-}
+    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" up "$BIN" "$real_prefix" || { stop_all; exit 1; }
+  fi
+  say "up in $((SECONDS - t0))s: $total simulated nodes, $real real; logs in $DIR/logs"
   trap - INT TERM
   echo "$KCFG"
 }
@@ -235,6 +258,7 @@ cmd_status() {
   for c in $COMPONENTS; do
     if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
   done
+  KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status || rc=3
   [ -f "$KCFG" ] && printf '%-24s %s\n' kubeconfig "$KCFG"
   return $rc
 }
@@ -244,5 +268,6 @@ case "${1:-}" in
   down) stop_all; rm -rf "$DIR/etcd-data"; say "stopped";;
   status) cmd_status;;
   kubeconfig) [ -f "$KCFG" ] || die "no local cluster has been started (run: kstack dev up)"; echo "$KCFG";;
-  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1] | down | status | kubeconfig";;
+  import) shift; KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" import "$@";;
+  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0] | down | status | kubeconfig | import DIR...";;
 esac

@@ -17,12 +17,12 @@ check() { # check NAME EXPECTED-SUBSTRING RC OUTPUT
 # 1. A port already in use.
 python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 27440)); s.listen(); time.sleep(120)' &
 HOLDER=$!; sleep 0.5
-out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27440 bash hack/devcluster.sh up 2>&1); rc=$?
+out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27440 bash hack/devcluster.sh up --real-nodes 0 2>&1); rc=$?
 check "port in use" "port 127.0.0.1:27440 is already in use" $rc "$out"
 kill $HOLDER 2>/dev/null; HOLDER=
 
 # 2. No Go toolchain (and nothing cached for these versions).
-out=$(env PATH=/usr/bin:/bin KSTACK_CACHE_DIR=$T/cache KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27450 bash hack/devcluster.sh up 2>&1); rc=$?
+out=$(env PATH=/usr/bin:/bin KSTACK_CACHE_DIR=$T/cache KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27450 bash hack/devcluster.sh up --real-nodes 0 2>&1); rc=$?
 check "missing Go toolchain" "the Go toolchain is missing" $rc "$out"
 
 # 3. A complete cache needs no Go toolchain.
@@ -33,7 +33,7 @@ if [ $rc -eq 0 ]; then echo "ok   complete cache starts without Go"; passes=$((p
 # 4. A half-built cache: a truncated binary is detected and not used. With Go hidden, the rebuild
 #    cannot happen, so the message must name the broken state instead of starting a broken binary.
 : >"$T/cache/bin/$(basename "$BIN")/kube-apiserver"
-out=$(env PATH=/usr/bin:/bin KSTACK_CACHE_DIR=$T/cache KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27460 bash hack/devcluster.sh up 2>&1); rc=$?
+out=$(env PATH=/usr/bin:/bin KSTACK_CACHE_DIR=$T/cache KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27460 bash hack/devcluster.sh up --real-nodes 0 2>&1); rc=$?
 check "half-built cache is not used" "kube-apiserver missing or broken" $rc "$out"
 out=$(KSTACK_CACHE_DIR=$T/cache bash hack/build-k8s.sh 2>&1); rc=$?
 if [ $rc -eq 0 ] && "$T/cache/bin/$(basename "$BIN")/kube-apiserver" --version >/dev/null 2>&1; then
@@ -41,6 +41,15 @@ if [ $rc -eq 0 ] && "$T/cache/bin/$(basename "$BIN")/kube-apiserver" --version >
 else
   echo "FAIL half-built cache is rebuilt: $out"; fails=$((fails + 1))
 fi
+
+# 5. A real node without containerd names what is missing and how to install it, and starts
+#    nothing.
+out=$(KSTACK_CONTAINERD=$T/no-such-containerd KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27470 bash hack/devcluster.sh up 2>&1); rc=$?
+check "real node without containerd" "missing: containerd ($T/no-such-containerd)" $rc "$out"
+
+# 6. A bad --real-nodes value.
+out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27480 bash hack/devcluster.sh up --real-nodes 2 2>&1); rc=$?
+check "two real nodes refused" "--real-nodes must be 0 or 1" $rc "$out"
 
 echo "devcluster failures: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -1,7 +1,9 @@
-//! `kstack dev up|down|status|kubeconfig`: the local control plane (real etcd, kube-apiserver,
-//! kube-controller-manager, kube-scheduler; kwok nodes). The building and process management
-//! live in `hack/devcluster.sh`, which this command runs; its stdout (the kubeconfig path) is
-//! passed through and its diagnostics go to stderr.
+//! `kstack dev up|down|status|kubeconfig|images|import`: the local cluster (real etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler; kwok nodes; one real node with
+//! containerd, kubelet, kube-proxy and CoreDNS) and the cloud's images. The building and process
+//! management live in `hack/devcluster.sh`, `hack/realnode.sh` and `hack/images.sh`, which this
+//! command runs; their stdout (the kubeconfig path, the image directory) is passed through and
+//! their diagnostics go to stderr.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,7 +11,7 @@ use anyhow::Context;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down"
+    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100 --real-nodes 0\n  kstack dev up --nodes none     # the real node only, carrying every role\n  kstack dev import \"$(kstack dev images | tail -n 1)\"\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -18,11 +20,29 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Action {
-    /// Build (first run only) and start the control plane and simulated nodes; prints the kubeconfig path.
+    /// Build (first run only) and start the control plane, simulated nodes and the real node; prints the kubeconfig path.
     Up {
-        /// Simulated nodes per role, e.g. control=3,compute=3,network=1,storage=1 (at most 1000 in all).
+        /// Simulated nodes per role, e.g. control=3,compute=3,network=1,storage=1 (at most 1000
+        /// in all), or `none`.
         #[arg(long, default_value = "control=3,compute=3,network=1,storage=1")]
         nodes: String,
+        /// Real nodes (0 or 1): containerd, kubelet and kube-proxy on this machine (needs root).
+        /// Beside simulated nodes its role labels are `kstack.io/real-role-*`; alone, the usual
+        /// role labels.
+        #[arg(long, default_value_t = 1)]
+        real_nodes: u8,
+    },
+    /// Build the cloud's images to Kolla's contract from Debian packages and PyPI (cached by a
+    /// hash of their inputs); prints the directory holding the image archive.
+    Images {
+        /// Tag of the images (default 2025.1-debian-bookworm).
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// Import image archives (directories made by `kstack dev images`) into the real node.
+    Import {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
     },
     /// Stop every process of the control plane and drop its data.
     Down,
@@ -32,27 +52,40 @@ enum Action {
     Kubeconfig,
 }
 
-fn script() -> PathBuf {
+fn script(name: &str) -> PathBuf {
     match std::env::var_os("KSTACK_HACK_DIR") {
-        Some(dir) => PathBuf::from(dir).join("devcluster.sh"),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../hack/devcluster.sh"
-        )),
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack")).join(name),
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let script = script();
+    let script = script(match args.action {
+        Action::Images { .. } => "images.sh",
+        _ => "devcluster.sh",
+    });
     anyhow::ensure!(
         script.exists(),
-        "{} is missing: run kstack from its source checkout or set KSTACK_HACK_DIR to the folder holding devcluster.sh",
+        "{} is missing: run kstack from its source checkout or set KSTACK_HACK_DIR to its hack/ folder",
         script.display()
     );
     let mut cmd = std::process::Command::new("bash");
     cmd.arg(&script);
     match args.action {
-        Action::Up { nodes } => cmd.args(["up", "--nodes", &nodes]),
+        Action::Up { nodes, real_nodes } => cmd.args([
+            "up",
+            "--nodes",
+            &nodes,
+            "--real-nodes",
+            &real_nodes.to_string(),
+        ]),
+        Action::Images { tag } => {
+            if let Some(tag) = tag {
+                cmd.args(["--tag", &tag]);
+            }
+            &mut cmd
+        }
+        Action::Import { dirs } => cmd.arg("import").args(dirs),
         Action::Down => cmd.arg("down"),
         Action::Status => cmd.arg("status"),
         Action::Kubeconfig => cmd.arg("kubeconfig"),

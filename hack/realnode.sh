@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# The dev cluster's real node: containerd, a kubelet and kube-proxy on this machine, joined to
+# the local control plane, so pods run as real processes in real containers beside the kwok
+# nodes. Also CoreDNS (Service names for pods) and hostPath volumes for claims.
+#
+#   realnode.sh up BIN_DIR ROLE_PREFIX     (called by devcluster.sh once the API server is up)
+#   realnode.sh down                       (stops everything and removes what it made)
+#   realnode.sh preflight                  (says what is missing on this machine, exit 1 if any)
+#   realnode.sh import DIR...              (imports hack/images.sh archives into its containerd)
+#
+# Env from devcluster.sh: KSTACK_DEV_DIR, KSTACK_DEV_PORT_BASE. Node facts:
+#   node name kstack-real-1, node IP 10.245.0.1 on the bridge kstack0 (routed nowhere else),
+#   pods 10.245.0.0/24 (CNI bridge + host-local + portmap), Service CIDR 10.96.0.0/16 routed to
+#   the bridge, cluster DNS 10.245.0.1:53 (CoreDNS), kubelet on 10.245.0.1:BASE+6.
+# One real node per machine: kube-proxy's iptables chains and the bridge are machine-wide.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev}
+BASE=${KSTACK_DEV_PORT_BASE:-16440}
+CACHE=${KSTACK_CACHE_DIR:-$HOME/.cache/kstack}
+R=$DIR/real
+NODE=kstack-real-1
+BRIDGE=kstack0
+NODE_IP=10.245.0.1
+POD_CIDR=10.245.0.0/24
+SVC_CIDR=10.96.0.0/16
+KUBELET_PORT=$((BASE + 6)) KUBELET_HEALTHZ=$((BASE + 7)) PROXY_HEALTHZ=$((BASE + 8)) PROXY_METRICS=$((BASE + 9)) DNS_HEALTH=$((BASE + 10))
+# The containerd binary: Debian's by default, or another build ($KSTACK_CONTAINERD).
+CONTAINERD=${KSTACK_CONTAINERD:-containerd}
+SOCK=/run/kstack-containerd/containerd.sock
+CTR_STATE=/run/kstack-containerd
+# Images survive `down` (the cache), everything else does not.
+CTR_ROOT=$CACHE/containerd
+PAUSE_REF=kstack.local/pause:3.10
+OWNER_FILE=/run/kstack-real-node.owner
+PROCS="coredns kube-proxy kubelet containerd"
+# What the cloud's hostPath volumes and the volume pool write on this machine.
+HOST_DATA="/var/lib/kstack /run/openvswitch"
+
+say() { echo "kstack dev: $*" >&2; }
+die() { say "$*"; exit 1; }
+pid_of() { [ -f "$R/pids/$1" ] && cat "$R/pids/$1" || true; }
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+
+preflight() {
+  local missing=() b
+  command -v "$CONTAINERD" >/dev/null 2>&1 || missing+=("containerd ($CONTAINERD)")
+  for b in runc ctr iptables ip gcc python3 mount umount; do
+    command -v "$b" >/dev/null 2>&1 || missing+=("the '$b' command")
+  done
+  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/portmap ] && [ -x /usr/lib/cni/loopback ] \
+    || missing+=("the CNI plugins in /usr/lib/cni (bridge, host-local, portmap, loopback)")
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "the real node cannot start; missing: ${missing[*]}."
+    say "install them with: apt-get install -y containerd runc containernetworking-plugins iptables iproute2 gcc libc6-dev python3"
+    say "(or start without a real node: kstack dev up --real-nodes 0)"
+    return 1
+  fi
+  [ "$(id -u)" = 0 ] || { say "the real node needs root (it runs containerd and a kubelet); run as root or use --real-nodes 0"; return 1; }
+  grep -qw overlay /proc/filesystems || { say "the real node needs the kernel's overlay filesystem (containerd's snapshotter); not in /proc/filesystems"; return 1; }
+  for c in cpu memory pids; do
+    [ -d "/sys/fs/cgroup/$c" ] || [ -f /sys/fs/cgroup/cgroup.controllers ] \
+      || { say "the real node needs the '$c' cgroup controller; /sys/fs/cgroup/$c is missing"; return 1; }
+  done
+  if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ] && [ -d "$(cat "$OWNER_FILE")/real/pids" ]; then
+    local other; other=$(cat "$OWNER_FILE")
+    for p in "$other"/real/pids/*; do
+      [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null && {
+        say "another dev cluster's real node is running (state in $other); only one real node fits on a machine."
+        say "stop it first: KSTACK_DEV_DIR=$other kstack dev down   (or start this one with --real-nodes 0)"
+        return 1; }
+    done
+  fi
+  if ip link show "$BRIDGE" >/dev/null 2>&1 && [ ! -f "$OWNER_FILE" ]; then
+    say "the bridge $BRIDGE exists but no dev cluster owns it; remove it with: ip link delete $BRIDGE"; return 1
+  fi
+  # Listening sockets are read from the kernel, never probed by connecting: before the bridge
+  # exists, the node IP is not on this machine.
+  local p holder
+  for p in 53 "$KUBELET_PORT"; do
+    holder=$(ss -Hltnup 2>/dev/null | awk -v p=":$p" -v ip="$NODE_IP:" '$5 ~ p"$" && ($5 ~ "^(0.0.0.0|\\*|\\[::\\]|"ip")") {print $5, $7}' | head -1)
+    if [ -n "$holder" ]; then
+      say "port $NODE_IP:$p is already in use ($holder); stop what holds it (kstack dev down stops an earlier real node)"; return 1
+    fi
+  done
+  return 0
+}
+
+# A certificate signed by the dev CA: cert NAME SUBJECT [EXTENSIONS]
+cert() {
+  local P=$DIR/pki n=$1 subj=$2 ext=${3:-extendedKeyUsage=clientAuth}
+  [ -f "$P/$n.crt" ] && return 0
+  openssl req -newkey rsa:2048 -nodes -keyout "$P/$n.key" -out "$P/$n.csr" -subj "$subj" 2>/dev/null
+  openssl x509 -req -in "$P/$n.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 3650 -out "$P/$n.crt" \
+    -extfile <(printf '%s\nkeyUsage=digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE' "$ext") 2>/dev/null
+  rm -f "$P/$n.csr"
+}
+
+kubeconfig_for() { # kubeconfig_for CERT_NAME OUT
+  local P=$DIR/pki
+  cat >"$2" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: kstack-dev
+  cluster: {server: "https://127.0.0.1:$BASE", certificate-authority: "$P/ca.crt"}
+users:
+- name: u
+  user: {client-certificate: "$P/$1.crt", client-key: "$P/$1.key"}
+contexts:
+- name: c
+  context: {cluster: kstack-dev, user: u}
+current-context: c
+KC
+  chmod 600 "$2"
+}
+
+start() { # start NAME ARGS...
+  local name=$1; shift
+  "$@" >"$R/logs/$name.log" 2>&1 &
+  echo $! >"$R/pids/$name"
+}
+
+wait_until() { # wait_until WHAT SECONDS PROC COMMAND...
+  local what=$1 secs=$2 proc=$3; shift 3
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ -n "$proc" ] && ! alive "$proc"; then
+      say "$proc exited while waiting for $what; last lines of $R/logs/$proc.log:"
+      tail -n 20 "$R/logs/$proc.log" >&2 || true
+      return 1
+    fi
+    [ $SECONDS -lt $deadline ] || { say "timed out after ${secs}s waiting for $what (logs in $R/logs)"; return 1; }
+    sleep 0.3
+  done
+}
+
+network() {
+  ip link add "$BRIDGE" type bridge 2>/dev/null || true
+  ip addr replace "$NODE_IP/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  # Service traffic stays on the bridge: nothing for 10.96/16 leaves through the machine's NIC.
+  ip route replace "$SVC_CIDR" dev "$BRIDGE" src "$NODE_IP"
+  sysctl -qw net.ipv4.ip_forward=1
+  # Pods on the bridge reach Services through kube-proxy's rules only if bridged traffic
+  # passes iptables.
+  [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || modprobe br_netfilter 2>/dev/null || true
+  if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
+    sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  else
+    say "warning: no bridge netfilter (br_netfilter) in this kernel: pods may not reach Services through kube-proxy"
+  fi
+  # dockerd sets the FORWARD policy to DROP; let the pod bridge forward.
+  iptables -C FORWARD -i "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev 2>/dev/null \
+    || iptables -I FORWARD -i "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
+  iptables -C FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev 2>/dev/null \
+    || iptables -I FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
+  mkdir -p "$R/cni/net.d" "$R/cni/ipam"
+  cat >"$R/cni/net.d/10-kstack.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "kstack",
+  "plugins": [
+    {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$R/cni/ipam",
+              "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+CNI
+}
+
+containerd_up() {
+  mkdir -p "$CTR_ROOT" "$CTR_STATE"
+  cat >"$R/containerd.toml" <<TOML
+version = 2
+root = "$CTR_ROOT"
+state = "$CTR_STATE"
+[grpc]
+  address = "$SOCK"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_REF"
+  # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails to start.
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$R/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+TOML
+  start containerd "$CONTAINERD" --config "$R/containerd.toml"
+  wait_until "containerd" 30 containerd ctr -a "$SOCK" version
+}
+
+pause_image() {
+  ctr -a "$SOCK" -n k8s.io images ls -q | grep -qx "$PAUSE_REF" && return 0
+  local w; w=$(mktemp -d)
+  mkdir -p "$w/root"
+  gcc -O2 -static -o "$w/root/pause" "$HERE/node/pause.c" || { rm -rf "$w"; die "building the pause image failed (gcc -static; install libc6-dev)"; }
+  python3 "$HERE/node/image-archive.py" "$PAUSE_REF" "$w/root" "$w/pause.tar" /pause
+  ctr -a "$SOCK" -n k8s.io images import "$w/pause.tar" >/dev/null
+  rm -rf "$w"
+}
+
+# Imports an image archive (hack/images.sh's output) unless its images are all present.
+import_images() { # import_images DIR_WITH_images.tar_AND_images.txt
+  local d=$1 have missing=0 ref
+  [ -f "$d/images.tar" ] && [ -f "$d/images.txt" ] || die "no image archive in $d (build it with: bash hack/images.sh)"
+  have=$(ctr -a "$SOCK" -n k8s.io images ls -q)
+  while read -r ref; do [ -n "$ref" ] && ! grep -qx "$ref" <<<"$have" && missing=$((missing + 1)); done <"$d/images.txt"
+  [ $missing -eq 0 ] && return 0
+  say "importing $(wc -l <"$d/images.txt") images from $d into the real node's containerd"
+  ctr -a "$SOCK" -n k8s.io images import "$d/images.tar" >/dev/null
+}
+
+kubelet_up() {
+  local P=$DIR/pki labels role
+  cert "node-$NODE" "/O=system:nodes/CN=system:node:$NODE"
+  kubeconfig_for "node-$NODE" "$R/kubelet.kubeconfig"
+  mkdir -p "$R/kubelet"
+  cat >"$R/kubelet.yaml" <<KY
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: "$P/ca.crt"}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://$SOCK
+clusterDNS: [$NODE_IP]
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+# No registry is reachable: images are imported, never collected.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+maxPods: 110
+registerNode: true
+KY
+  labels="kubernetes.io/os=linux,kstack.io/real-node=true"
+  for role in control compute network storage; do labels="$labels,${ROLE_PREFIX}$role=true"; done
+  start kubelet "$BIN/kubelet" --config="$R/kubelet.yaml" --kubeconfig="$R/kubelet.kubeconfig" \
+    --root-dir="$R/kubelet" --hostname-override="$NODE" --node-ip="$NODE_IP" --node-labels="$labels" --v=1
+}
+
+proxy_up() {
+  cert kube-proxy "/CN=system:kube-proxy"
+  kubeconfig_for kube-proxy "$R/kube-proxy.kubeconfig"
+  cat >"$R/kube-proxy.yaml" <<KP
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: "$R/kube-proxy.kubeconfig"}
+mode: iptables
+hostnameOverride: $NODE
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ
+metricsBindAddress: 127.0.0.1:$PROXY_METRICS
+clusterCIDR: $POD_CIDR
+nodePortAddresses: ["$NODE_IP/32"]
+# Leave the kernel's conntrack table as it is (the VM may not allow changing it).
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+KP
+  start kube-proxy "$BIN/kube-proxy" --config="$R/kube-proxy.yaml"
+}
+
+dns_up() {
+  cat >"$R/Corefile" <<CF
+.:53 {
+    bind $NODE_IP
+    errors
+    health 127.0.0.1:$DNS_HEALTH
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $DIR/kubeconfig
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 5
+}
+CF
+  start coredns "$BIN/coredns" -conf "$R/Corefile"
+  wait_until "CoreDNS" 30 coredns curl -sf "http://127.0.0.1:$DNS_HEALTH/health"
+}
+
+# hostPath volumes on the real node for claims of the StorageClass kstack-real-node (static
+# provisioning: the PV controller binds a claim to a free volume of the class).
+volumes() {
+  local i n=${KSTACK_DEV_REAL_VOLUMES:-24}
+  {
+    cat <<SC
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: kstack-real-node}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+SC
+    for ((i = 1; i <= n; i++)); do
+      cat <<PV
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kstack-real-node-$i, labels: {kstack.io/real-node: "true"}}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce, ReadWriteMany, ReadOnlyMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: kstack-real-node
+  hostPath: {path: /var/lib/kstack/volumes/$i, type: DirectoryOrCreate}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE]}]
+PV
+    done
+  } | "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply --server-side -f - >/dev/null
+}
+
+cmd_up() {
+  BIN=$1 ROLE_PREFIX=$2
+  preflight || exit 1
+  [ -x "$BIN/kubelet" ] && [ -x "$BIN/kube-proxy" ] && [ -x "$BIN/coredns" ] || die "kubelet, kube-proxy or coredns missing in $BIN (hack/build-k8s.sh builds them)"
+  mkdir -p "$R/logs" "$R/pids"
+  echo "$DIR" >"$OWNER_FILE"
+  trap 'say "the real node did not start; stopping it"; cmd_down; exit 1' ERR INT TERM
+  local t0=$SECONDS
+  network
+  containerd_up
+  pause_image
+  local d
+  for d in ${KSTACK_DEV_IMAGES:-}; do import_images "$d"; done
+  dns_up
+  kubelet_up
+  proxy_up
+  volumes
+  wait_until "node $NODE to be Ready" 120 kubelet bash -c \
+    "'$BIN/kubectl' --kubeconfig='$DIR/kubeconfig' get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  trap - ERR INT TERM
+  say "real node $NODE Ready in $((SECONDS - t0))s (node IP $NODE_IP, role labels ${ROLE_PREFIX}*; logs in $R/logs)"
+}
+
+stop_proc() {
+  local p; p=$(pid_of "$1")
+  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    kill "$p" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$R/pids/$1"
+}
+
+cmd_down() {
+  [ -d "$R" ] || [ -f "$OWNER_FILE" ] || return 0
+  if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ]; then return 0; fi
+  stop_proc kubelet
+  stop_proc kube-proxy
+  stop_proc coredns
+  # The pods' containers: their shims outlive containerd, so kill them by the socket they use.
+  local pids
+  pids=$(pgrep -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $SOCK" || true)
+  if [ -n "$pids" ]; then
+    # shellcheck disable=SC2086
+    for p in $pids; do pkill -9 -P "$p" 2>/dev/null || true; done
+    # shellcheck disable=SC2086
+    kill -9 $pids 2>/dev/null || true
+  fi
+  stop_proc containerd
+  # Everything mounted under the node's state: pod volumes, container rootfs, netns.
+  local m
+  for _ in 1 2 3; do
+    for m in $(awk -v r="$R" -v s="$CTR_STATE" -v c="$CTR_ROOT" '$2 ~ "^("r"|"s"|"c"|/run/netns/cni-|/var/lib/kstack)" {print $2}' /proc/mounts | sort -r); do
+      umount -l "$m" 2>/dev/null || true
+    done
+  done
+  for m in /run/netns/cni-*; do [ -e "$m" ] && { ip netns delete "$(basename "$m")" 2>/dev/null || rm -f "$m"; }; done
+  # kube-proxy's rules and ours.
+  if [ -x "${BIN:-}/kube-proxy" ]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
+  local t c
+  for t in filter nat mangle; do
+    for c in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}'); do iptables -t "$t" -F "$c" 2>/dev/null || true; done
+    while read -r rule; do
+      [ -n "$rule" ] && eval "iptables -t $t ${rule/-A /-D }" 2>/dev/null || true
+    done < <(iptables -t "$t" -S 2>/dev/null | grep -E -- '-j (KUBE-|CNI-)|kstack-dev' || true)
+    for c in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}'); do iptables -t "$t" -X "$c" 2>/dev/null || true; done
+  done
+  ip route del "$SVC_CIDR" dev "$BRIDGE" 2>/dev/null || true
+  for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$m" 2>/dev/null || true; done
+  ip link delete "$BRIDGE" 2>/dev/null || true
+  rm -rf "$R" "$CTR_STATE" $HOST_DATA
+  rm -f "$OWNER_FILE"
+}
+
+cmd_status() {
+  local c rc=0
+  [ -d "$R/pids" ] || return 0
+  for c in $PROCS; do
+    if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
+  done
+  return $rc
+}
+
+case "${1:-}" in
+  up) shift; cmd_up "$@";;
+  down) BIN=$(dirname "$(ls "$CACHE"/bin/*/kube-proxy 2>/dev/null | head -1)"); cmd_down;;
+  status) cmd_status;;
+  preflight) preflight;;
+  import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
+    alive containerd || die "the real node is not running (kstack dev up starts it)"
+    for d in "$@"; do import_images "$d"; done;;
+  *) die "usage: realnode.sh up BIN_DIR ROLE_PREFIX | down | status | preflight | import DIR...";;
+esac
