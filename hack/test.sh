@@ -26,6 +26,8 @@ echo 'enable_cinder: "yes"' >>"$oslo_dir/etc/globals.yml"
 kstack genpwd --config-dir "$oslo_dir/etc" >/dev/null
 kstack template --config-dir "$oslo_dir/etc" --config-files "$oslo_dir/files" >/dev/null
 bash hack/oslo-validate.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
+echo "== WSGI entry points of the rendered files exist in the 2025.1 projects"
+bash hack/wsgi-check.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
 rm -rf "$oslo_dir"
 
 echo "== fuzzing the config loaders (cargo fuzz, ${KSTACK_FUZZ_SECONDS:-20}s per target)"
