@@ -484,13 +484,6 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
         "enabled_services",
         Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
     );
-    // The images' Python (site-packages paths for Horizon).
-    let python = if g.kolla_base_distro == "debian" {
-        "3.11"
-    } else {
-        "3.12"
-    };
-    set("python_version", Value::from(python));
 
     let db_port = port(c, "mariadb", "mysql", 3306);
     set(
