@@ -47,13 +47,18 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::NoContainers { service } | CatalogIssue::MissingField { service, .. } => {
             (service, None)
         }
+        CatalogIssue::UnknownFact {
+            service, container, ..
+        } => (service, Some(container)),
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
         | CatalogIssue::PhaseOrder { .. } => format!("services.{service}.bootstrap"),
-        CatalogIssue::NoContainers { .. } => format!("services.{service}.containers"),
+        CatalogIssue::NoContainers { .. } | CatalogIssue::UnknownFact { .. } => {
+            format!("services.{service}.containers")
+        }
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };
     let mut line = 0;
@@ -75,6 +80,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         }
         CatalogIssue::MissingField { .. } => {
             "a service that is not in the built-in catalog needs project, enable_flag, role, kind and containers"
+        }
+        CatalogIssue::UnknownFact { .. } => {
+            "write `{fact}` only for a distribution fact kstack knows; any other path is written out"
         }
         _ => "fix catalog.yml (see `kstack services -o yaml` for the built-in entries)",
     };

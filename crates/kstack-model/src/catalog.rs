@@ -5,6 +5,9 @@
 //! file has the same shape; [`Catalog::merge`] lays it over the built-in one by service name.
 //! Everything here is bytes in, values or errors out: no IO.
 //!
+//! A container's `command` and config file destinations may name a fact of the image
+//! distribution as `{fact}` (see [`crate::distro`]); validation rejects unknown facts.
+//!
 //! # HAProxy and keepalived are replaced by Kubernetes Services
 //!
 //! kolla-ansible puts every API behind an HAProxy frontend on a keepalived VIP. kstack runs
@@ -110,6 +113,9 @@ impl fmt::Display for WorkloadKind {
 }
 
 /// One container of a service, started by `kolla_start` from config.json.
+///
+/// `command` and every config file's `dest` may name a fact of the image distribution as
+/// `{fact}` (`{apache_command} -DFOREGROUND`); see [`crate::distro`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Container {
@@ -131,6 +137,7 @@ pub struct Container {
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     pub template: String,
+    /// Where `kolla_set_configs` copies the file; may name a `{fact}` of the distribution.
     pub dest: String,
     pub owner: String,
     /// Octal mode as a string, `"0600"`.
@@ -418,6 +425,13 @@ pub enum CatalogIssue {
     },
     #[error("service `{service}` has no containers")]
     NoContainers { service: String },
+    #[error("service `{service}`, container `{container}`: {field}: {message}")]
+    UnknownFact {
+        service: String,
+        container: String,
+        field: String,
+        message: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -522,6 +536,23 @@ impl Catalog {
                 issues.push(CatalogIssue::NoContainers {
                     service: name.clone(),
                 });
+            }
+            for c in &s.containers {
+                let fields = std::iter::once(("command".to_owned(), &c.command)).chain(
+                    c.config_files
+                        .iter()
+                        .map(|f| (format!("config file `{}` dest", f.template), &f.dest)),
+                );
+                for (field, text) in fields {
+                    if let Err(e) = crate::distro::check(text) {
+                        issues.push(CatalogIssue::UnknownFact {
+                            service: name.clone(),
+                            container: c.name.clone(),
+                            field,
+                            message: e.to_string(),
+                        });
+                    }
+                }
             }
             for dep in &s.depends_on {
                 if !self.services.contains_key(dep) {
@@ -764,6 +795,22 @@ mod tests {
         assert!(c.services["nova-libvirt"].privileges.host_pid);
         assert!(c.services["nova-compute"].privileges.host_ipc);
         assert!(!c.services["keystone"].privileges.host_network);
+    }
+
+    #[test]
+    fn unknown_distribution_facts_are_reported() {
+        let text = BUILTIN_YAML.replace(
+            "{apache_conf_dir}/wsgi-keystone.conf",
+            "{apache_dir}/wsgi-keystone.conf",
+        );
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "service `keystone`, container `keystone`: config file `wsgi-keystone.conf` dest: unknown distribution fact `{{apache_dir}}`; known: {}",
+                crate::distro::FACTS.join(", ")
+            )
+        );
     }
 
     #[test]

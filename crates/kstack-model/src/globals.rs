@@ -31,7 +31,7 @@ pub const SERVICE_FLAGS: &[(&str, Option<bool>)] = &[
     ("cinder", Some(false)),
 ];
 
-/// Base distributions the Kolla images are published for.
+/// Base distributions the Kolla images are published for (each has a [`crate::distro::Distro`]).
 pub const DISTROS: &[&str] = &["centos", "debian", "rocky", "ubuntu"];
 
 /// Values of `config_strategy` the images understand (`KOLLA_CONFIG_STRATEGY`).
@@ -699,6 +699,13 @@ impl Globals {
             self.tag_for(service)
         )
     }
+
+    /// The facts of the image distribution (`kolla_base_distro`). Validation admits only
+    /// [`DISTROS`]; a `Globals` built by hand with another name gets kolla-ansible's default,
+    /// Rocky Linux.
+    pub fn distro(&self) -> crate::distro::Distro {
+        crate::distro::Distro::named(&self.kolla_base_distro).unwrap_or(crate::distro::ALL[0])
+    }
 }
 
 impl Default for Globals {
@@ -712,6 +719,22 @@ impl Default for Globals {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_distro_name_has_its_facts() {
+        let mut named: Vec<&str> = crate::distro::ALL.iter().map(|d| d.name).collect();
+        named.sort_unstable();
+        assert_eq!(named, DISTROS);
+        for d in DISTROS {
+            let g = Globals::from_vars(&BTreeMap::from([(
+                "kolla_base_distro".to_owned(),
+                json!(d),
+            )]))
+            .unwrap();
+            assert_eq!(g.distro().name, *d);
+        }
+        assert_eq!(Globals::default().distro().name, "rocky");
+    }
 
     fn vars(v: Value) -> BTreeMap<String, Value> {
         v.as_object().unwrap().clone().into_iter().collect()

@@ -1,5 +1,6 @@
 //! The deployment description and the service catalog as types; validation. No IO.
 
 pub mod catalog;
+pub mod distro;
 pub mod globals;
 pub mod graph;

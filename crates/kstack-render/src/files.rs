@@ -103,6 +103,13 @@ pub enum RenderError {
         line: usize,
         message: String,
     },
+    /// A catalog string names a distribution fact kstack does not know.
+    #[error("service {service}, container {container}: {message}")]
+    UnknownFact {
+        service: String,
+        container: String,
+        message: String,
+    },
     /// The catalog names a config file kstack has no template for.
     #[error(
         "service {service}, container {container}: no template `{project}/{template}.j2` for config file `{template}`; kstack ships templates only for the files of its built-in catalog"
@@ -474,6 +481,14 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
     let url = |service: &str, port: u16| format!("http://{}:{port}", target.host(g, service, None));
 
     set("api_bind_address", Value::from("0.0.0.0"));
+    // What differs per image distribution (Apache, MariaDB paths), see kstack_model::distro.
+    let distro = g.distro();
+    let mut facts: BTreeMap<&str, &str> = kstack_model::distro::FACTS
+        .iter()
+        .filter_map(|f| Some((*f, distro.fact(f)?)))
+        .collect();
+    facts.insert("name", distro.name);
+    set("distro", Value::from(facts));
     let workers = g
         .vars
         .get("openstack_service_workers")
@@ -723,6 +738,13 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
         };
         let mut variants: Vec<ContainerFiles> = Vec::new();
         for c in &service.containers {
+            let kolla = KollaConfig::for_container(c, &config.globals.distro()).map_err(|e| {
+                RenderError::UnknownFact {
+                    service: name.clone(),
+                    container: c.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
             let ctx = context! {
                 service => name.as_str(),
                 container => c.name.as_str(),
@@ -731,7 +753,7 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
             };
             let mut files = vec![RenderedFile {
                 name: "config.json".into(),
-                content: KollaConfig::for_container(c).to_json(),
+                content: kolla.to_json(),
                 secret: false,
             }];
             // (file, rendered content before overrides) for the per-host variants.

@@ -45,6 +45,7 @@ use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_k8s::k8s_openapi::ByteString;
 use kstack_model::catalog::{self, HealthTest, VolumeKind, WorkloadKind};
+use kstack_model::distro::{Distro, UnknownFact};
 use kstack_model::globals::Globals;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -84,21 +85,27 @@ pub struct KollaConfigFile {
 }
 
 impl KollaConfig {
-    /// The `config.json` of a catalog container: sources under [`KOLLA_CONFIG_DIR`].
-    pub fn for_container(c: &catalog::Container) -> KollaConfig {
-        KollaConfig {
-            command: c.command.clone(),
+    /// The `config.json` of a catalog container for the image distribution `distro`: sources
+    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded.
+    pub fn for_container(
+        c: &catalog::Container,
+        distro: &Distro,
+    ) -> Result<KollaConfig, UnknownFact> {
+        Ok(KollaConfig {
+            command: distro.expand(&c.command)?,
             config_files: c
                 .config_files
                 .iter()
-                .map(|f| KollaConfigFile {
-                    source: format!("{KOLLA_CONFIG_DIR}/{}", f.template),
-                    dest: f.dest.clone(),
-                    owner: f.owner.clone(),
-                    perm: f.perm.clone(),
+                .map(|f| {
+                    Ok(KollaConfigFile {
+                        source: format!("{KOLLA_CONFIG_DIR}/{}", f.template),
+                        dest: distro.expand(&f.dest)?,
+                        owner: f.owner.clone(),
+                        perm: f.perm.clone(),
+                    })
                 })
-                .collect(),
-        }
+                .collect::<Result<_, UnknownFact>>()?,
+        })
     }
 
     /// Pretty JSON with a trailing newline; field order is fixed by the struct.

@@ -1,14 +1,52 @@
 //! What the real 2025.1 services need from kstack's files, learnt by running them on the
-//! rendered default cloud: a WSGI script Apache may serve.
+//! rendered default cloud: a WSGI script Apache may serve, and the Apache and MariaDB paths of
+//! the image's distribution.
 
 use std::collections::BTreeSet;
 
 use kstack_config::Config;
 use kstack_model::globals::Globals;
-use kstack_render::{Target, render_files};
+use kstack_render::{ContainerFiles, Target, render_files};
 
 fn config(globals: Globals) -> Config {
     kstack_config::testing::config(globals, &[])
+}
+
+fn globals_with(vars: serde_json::Value) -> Globals {
+    let serde_json::Value::Object(m) = vars else {
+        unreachable!()
+    };
+    Globals::from_vars(&m.into_iter().collect()).unwrap()
+}
+
+fn file<'a>(files: &'a [ContainerFiles], container: &str, name: &str) -> &'a str {
+    &files
+        .iter()
+        .find(|c| c.container == container && c.host.is_none())
+        .and_then(|c| c.files.iter().find(|f| f.name == name))
+        .unwrap_or_else(|| panic!("no {container}/{name}"))
+        .content
+}
+
+fn config_json(files: &[ContainerFiles], container: &str) -> serde_json::Value {
+    serde_json::from_str(file(files, container, "config.json")).unwrap()
+}
+
+/// The `dest` of the config.json entry copying `source_name`.
+fn dest_of(json: &serde_json::Value, source_name: &str) -> String {
+    json["config_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            f["source"]
+                .as_str()
+                .is_some_and(|s| s.ends_with(&format!("/{source_name}")))
+        })
+        .unwrap_or_else(|| panic!("no config file {source_name} in {json}"))["dest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 // ---- Apache: the WSGI script must be servable -------------------------------------------------
@@ -130,4 +168,85 @@ fn the_grant_check_can_fail() {
     assert!(!grants(other, script));
     let ok = other.replace("heat-wsgi-api", "keystone-wsgi-public");
     assert!(grants(&ok, script));
+}
+
+// ---- What differs per distribution ------------------------------------------------------------
+
+#[test]
+fn each_distribution_gets_its_apache_and_mariadb_paths() {
+    for (distro, rpm) in [
+        ("rocky", true),
+        ("centos", true),
+        ("debian", false),
+        ("ubuntu", false),
+    ] {
+        let g = globals_with(serde_json::json!({ "kolla_base_distro": distro }));
+        let files = render_files(&config(g), Target::Kubernetes).unwrap();
+        let (conf_dir, apache) = if rpm {
+            ("/etc/httpd/conf.d", "/usr/sbin/httpd")
+        } else {
+            ("/etc/apache2/conf-enabled", "/usr/sbin/apache2")
+        };
+        let keystone = config_json(&files, "keystone");
+        assert_eq!(
+            dest_of(&keystone, "wsgi-keystone.conf"),
+            format!("{conf_dir}/wsgi-keystone.conf"),
+            "{distro}"
+        );
+        let startup = file(&files, "keystone", "keystone-startup.sh");
+        assert!(
+            startup.contains(&format!("exec {apache} -DFOREGROUND")),
+            "{distro}: {startup}"
+        );
+        for (container, conf) in [
+            ("heat-api", "wsgi-heat-api.conf"),
+            ("horizon", "horizon.conf"),
+        ] {
+            let json = config_json(&files, container);
+            assert_eq!(
+                json["command"],
+                format!("{apache} -DFOREGROUND"),
+                "{distro} {container}"
+            );
+            assert!(
+                dest_of(&json, conf).starts_with(&format!("{conf_dir}/")),
+                "{distro} {container}"
+            );
+        }
+        let mariadb = config_json(&files, "mariadb");
+        let my_cnf = if rpm {
+            "/etc/my.cnf"
+        } else {
+            "/etc/mysql/my.cnf"
+        };
+        assert_eq!(dest_of(&mariadb, "galera.cnf"), my_cnf, "{distro}");
+        let galera = file(&files, "mariadb", "galera.cnf");
+        let provider = if rpm {
+            "/usr/lib64/galera-4/libgalera_smm.so"
+        } else {
+            "/usr/lib/galera/libgalera_smm.so"
+        };
+        assert!(
+            galera.contains(&format!("wsrep_provider = {provider}\n")),
+            "{distro}"
+        );
+        // Nothing of the other family anywhere.
+        let foreign: &[&str] = if rpm {
+            &["apache2", "/usr/lib/galera/", "/etc/mysql/"]
+        } else {
+            &["/etc/httpd", "/usr/sbin/httpd", "/usr/lib64/"]
+        };
+        for cf in &files {
+            for f in &cf.files {
+                for x in foreign {
+                    assert!(
+                        !f.content.contains(x),
+                        "{distro}: {}/{} names {x}",
+                        cf.container,
+                        f.name
+                    );
+                }
+            }
+        }
+    }
 }
