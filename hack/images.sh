@@ -752,7 +752,7 @@ mv "$OUT.tmp" "$OUT"
 # Logs of builds that never finished go; old results and the daemon's images of other builds go,
 # the newest KEEP results stay.
 for logs in "$RESULTS"/*.logs; do
-    [ -d "$logs" ] && [ ! -d "${logs%.logs}" ] && rm -rf "$logs"
+    if [ -d "$logs" ] && [ ! -d "${logs%.logs}" ]; then rm -rf "$logs"; fi
 done
 # shellcheck disable=SC2012
 ls -1dt "$RESULTS"/*/images.tar 2>/dev/null | tail -n +"$((KEEP + 1))" | while read -r old; do
