@@ -8,7 +8,10 @@
 //! - 3: `kstack deploy`: a step failed (a Job failed, a service did not become healthy in time);
 //!   the report on stderr names the service, the condition, what the pods say and what did not
 //!   start. `kstack deploy --target compose`: the files were written but no Docker engine
-//!   answered.
+//!   answered;
+//! - 4: `kstack verify`: a check of the cloud failed (the report names the step, the call, its
+//!   HTTP status and message), or something it created could not be deleted;
+//! - 130: `kstack verify` was interrupted by Ctrl-C (after deleting what it created).
 use std::process::ExitCode;
 
 use clap::Parser;

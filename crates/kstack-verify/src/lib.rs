@@ -116,6 +116,9 @@ pub struct Settings {
     pub prefix: String,
     /// The subnet of the scratch network.
     pub cidr: String,
+    /// More values to keep out of every report and event (e.g. every passwords.yml value, in
+    /// case a service echoes one in an error), besides the two passwords.
+    pub secrets: Vec<Password>,
 }
 
 impl Settings {
@@ -143,6 +146,7 @@ impl Settings {
             image_bytes: 4 << 20,
             prefix: random_prefix(),
             cidr: "10.99.0.0/24".to_owned(),
+            secrets: Vec::new(),
         }
     }
 

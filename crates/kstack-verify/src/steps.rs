@@ -68,7 +68,11 @@ pub(crate) struct Run<'a> {
 impl<'a> Run<'a> {
     pub fn new(s: &'a Settings) -> Run<'a> {
         let user_password = Password::generate();
-        let redactor = Redactor::new([s.password.clone(), user_password.clone()]);
+        let redactor = Redactor::new(
+            [s.password.clone(), user_password.clone()]
+                .into_iter()
+                .chain(s.secrets.iter().cloned()),
+        );
         let mut keystone = s.auth_url.trim_end_matches('/').to_owned();
         if let Some(base) = keystone.strip_suffix("/v3") {
             keystone = base.to_owned();

@@ -175,7 +175,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Loads the config directory; prints every diagnostic. `None` when it is invalid.
-fn load(target: &Target) -> anyhow::Result<Option<Config>> {
+pub(crate) fn load(target: &Target) -> anyhow::Result<Option<Config>> {
     let loaded = fs::load_dir(&target.config.config_dir)?;
     for d in &loaded.diagnostics {
         eprintln!("{:?}", miette::Report::new(d.clone()));

@@ -10,6 +10,7 @@ pub mod deploy;
 pub mod dev;
 pub mod inventory;
 pub mod template;
+pub mod verify;
 
 /// Bad input files (config directory, catalog file): `main` exits with code 2 for this error.
 /// The diagnostics have already been printed when it is returned.
@@ -31,6 +32,11 @@ pub enum Command {
     Template(template::Args),
     #[command(flatten)]
     Deploy(deploy::DeployCommand),
+    /// Check a deployed cloud over its public APIs, as a user would: token, endpoints, a
+    /// project and user, image, network, flavor, server, Heat stack, Horizon; then delete
+    /// everything it made.
+    #[command(after_help = verify::AFTER_HELP)]
+    Verify(verify::Args),
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -41,5 +47,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inventory(command) => inventory::run(command),
         Command::Template(args) => template::run(args),
         Command::Deploy(command) => deploy::run(command),
+        Command::Verify(args) => verify::run(args),
     }
 }

@@ -1,0 +1,428 @@
+//! `kstack verify`: checks a deployed cloud over its public APIs, as a user would (the checks
+//! are `kstack_verify`'s). This module turns the config directory into the checks' settings
+//! (admin credentials from passwords.yml and globals.yml, Keystone's Service URL, which
+//! services are enabled), stops the checks on Ctrl-C so they clean up, prints the report and,
+//! for a failed step, the last log lines of the responsible service's pods (through
+//! `kstack_kube`), and picks the exit code.
+//!
+//! Exit codes: 0 every step passed (skipped counts as passed) and everything created was
+//! deleted; 1 IO failure; 2 invalid config; [`EXIT_CHECK_FAILED`] (4) a step failed or
+//! something it created could not be deleted; [`EXIT_INTERRUPTED`] (130) interrupted by
+//! Ctrl-C (after cleanup).
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kstack_config::Config;
+use kstack_model::catalog::BootstrapKind;
+use kstack_render::Target;
+use kstack_render::kubernetes::{COMPONENT_LABEL, NAME_LABEL};
+use kstack_verify::{Event, Outcome, Password, Redactor, Report, ServiceInfo, Settings, Step};
+use serde::Serialize;
+
+/// A step failed, or something it created could not be deleted.
+pub const EXIT_CHECK_FAILED: u8 = 4;
+/// Interrupted by Ctrl-C; what was created has been cleaned up.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Log lines shown per container of the responsible service.
+const LOG_LINES: i64 = 20;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  kstack verify --config-dir ./mycloud
+  kstack verify --os-auth-url http://10.96.12.34:5000 --horizon-url http://10.96.80.1 -o json
+  kstack verify --interface internal --timeout 600
+
+Steps, in order: token (POST /v3/auth/tokens as the admin); endpoints (every catalog endpoint
+of an enabled service answers, anything but 5xx); project-user (a project and a user with the
+member role, a token as that user); image (upload a 4 MiB raw image, wait until active,
+download it, compare SHA-256); network (network, subnet 10.99.0.0/24, router, subnet attached);
+flavor (1 vCPU, 128 MiB, 1 GiB); server (boot, wait for ACTIVE, delete, wait until gone);
+stack (a one-resource Heat stack, CREATE_COMPLETE, deleted); horizon (/auth/login/ shows a
+login form). A step whose service is disabled in globals.yml is skipped; the first failure
+stops the rest. Everything created is named kstack-verify-<random> and deleted in reverse
+order at the end, also after a failure or Ctrl-C (Ctrl-C twice stops the cleanup too).
+
+Keystone is reached at its Service, http://keystone.<namespace>.svc:5000, unless
+--os-auth-url says otherwise (from a host that does not resolve cluster DNS: the ClusterIP, a
+port-forward or an ingress). The other services are reached at the endpoints in the token's
+catalog. When a step fails, the report names the call (method, URL, HTTP status, the
+service's message) and, when a kubeconfig works, shows the last 20 log lines of the pods of
+the service behind it.
+
+Exit codes: 0 every step passed (skipped counts as passed) and everything was cleaned up,
+1 IO failure, 2 invalid config, 4 a step failed or something created could not be deleted,
+130 interrupted by Ctrl-C (after cleanup).";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterfaceArg {
+    Public,
+    Internal,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: super::deploy::Target,
+    /// Keystone's URL (default: the keystone Service of the namespace,
+    /// http://keystone.<namespace>.svc:5000).
+    #[arg(long, value_name = "URL")]
+    pub os_auth_url: Option<String>,
+    /// Which catalog endpoints to use after the token.
+    #[arg(long, value_enum, default_value = "public")]
+    pub interface: InterfaceArg,
+    /// Horizon's base URL when the catalog has no dashboard endpoint (default: the horizon
+    /// Service of the namespace, http://horizon.<namespace>.svc:80).
+    #[arg(long, value_name = "URL")]
+    pub horizon_url: Option<String>,
+    /// Time limit in seconds of each wait: image active, server ACTIVE and gone, stack
+    /// complete and gone.
+    #[arg(long, value_name = "SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+    /// Report format on stdout.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: Format,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(config) = super::deploy::load(&args.target)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let Some(password) = config.passwords.get("keystone_admin_password") else {
+        eprintln!(
+            "{}/passwords.yml: keystone_admin_password is empty; run `kstack genpwd` (and deploy) first",
+            args.target.config.config_dir.display()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    // A service may echo, and a pod log may carry, any value of passwords.yml.
+    let secrets: Vec<Password> = kstack_render::files::secret_values(&config.passwords)
+        .into_iter()
+        .map(Password::new)
+        .collect();
+    let redactor = Redactor::new(secrets.iter().cloned());
+    let mut settings = settings(&args, &config, Password::new(password));
+    settings.secrets = secrets;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(verify(args, config, settings, redactor))
+}
+
+/// The checks' settings from the config directory and the flags.
+fn settings(args: &Args, config: &Config, password: Password) -> Settings {
+    let g = &config.globals;
+    let auth_url = args
+        .os_auth_url
+        .clone()
+        .unwrap_or_else(|| kstack_render::tasks::keystone_url(config, Target::Kubernetes));
+    let mut s = Settings::new(
+        auth_url,
+        g.keystone_admin_user.clone(),
+        password,
+        g.keystone_admin_project.clone(),
+        g.openstack_region_name.clone(),
+    );
+    s.interface = match args.interface {
+        InterfaceArg::Public => kstack_verify::Interface::Public,
+        InterfaceArg::Internal => kstack_verify::Interface::Internal,
+    };
+    s.services = services(config);
+    s.horizon_url = Some(args.horizon_url.clone().unwrap_or_else(|| {
+        kstack_render::tasks::service_url(config, Target::Kubernetes, "horizon", "http", 80)
+    }));
+    s.timeout = Duration::from_secs(args.timeout);
+    s
+}
+
+/// Every catalog service: its project, whether globals.yml enables it, and the service type
+/// its Keystone registration task registers.
+fn services(config: &Config) -> BTreeMap<String, ServiceInfo> {
+    config
+        .catalog
+        .services
+        .iter()
+        .map(|(name, svc)| {
+            let service_type = svc.bootstrap.iter().find_map(|t| match &t.task {
+                BootstrapKind::KeystoneRegister { service_type, .. } => Some(service_type.clone()),
+                _ => None,
+            });
+            let info = ServiceInfo {
+                project: svc.project.clone(),
+                enabled: config.enabled.contains(name),
+                service_type,
+            };
+            (name.clone(), info)
+        })
+        .collect()
+}
+
+/// The tail of one container's log, in the JSON report.
+#[derive(Serialize)]
+struct ServiceLog {
+    service: String,
+    pod: String,
+    container: String,
+    lines: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pod_logs: Vec<ServiceLog>,
+    /// Why no pod logs could be read for a failed step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod_logs_error: Option<String>,
+}
+
+async fn verify(
+    args: Args,
+    config: Config,
+    settings: Settings,
+    redactor: Redactor,
+) -> anyhow::Result<ExitCode> {
+    let tty = std::io::stderr().is_terminal();
+    eprintln!(
+        "kstack verify: {} as {} in project {}, region {}, {} endpoints; resources named {}",
+        settings.auth_url,
+        settings.username,
+        settings.project,
+        settings.region,
+        settings.interface.as_str(),
+        settings.prefix
+    );
+    let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
+    let prefix = settings.prefix.clone();
+    let signals = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("interrupted: deleting what was created (Ctrl-C again to stop at once)");
+        let _ = cancel_tx.send(());
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("cleanup interrupted: resources named {prefix} may be left in the cloud");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    });
+    let cancel = async {
+        // A dropped sender (no signal handler) is not a cancellation.
+        if cancel_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let started = Instant::now();
+    let on_event = |e: Event<'_>| {
+        let at = started.elapsed().as_secs_f64();
+        match e {
+            Event::Started(step) if tty => eprintln!("[{at:7.1}s] {step} ..."),
+            Event::Started(_) => {}
+            Event::Finished(r) if r.result == Outcome::Ok || r.result == Outcome::Failed => {
+                eprintln!(
+                    "[{at:7.1}s] {} {} ({:.1}s)",
+                    r.step,
+                    r.result.as_str(),
+                    r.seconds
+                );
+            }
+            Event::Finished(_) => {}
+            Event::Cleaned(c) if c.result == Outcome::Failed => {
+                eprintln!(
+                    "[{at:7.1}s] cleanup: could not delete {}: {}",
+                    c.resource, c.detail
+                );
+            }
+            Event::Cleaned(c) => eprintln!("[{at:7.1}s] deleted {}", c.resource),
+        }
+    };
+    let report = kstack_verify::run(&settings, cancel, &on_event).await;
+    signals.abort();
+
+    let failed = report.failed_step().filter(|_| !report.interrupted);
+    let mut pod_logs = Vec::new();
+    let mut pod_logs_error = None;
+    if let Some(step) = failed
+        && !step.services.is_empty()
+    {
+        match logs(&args, &config, &step.services, &redactor).await {
+            Ok(l) => pod_logs = l,
+            Err(e) => pod_logs_error = Some(redactor.redact(&e)),
+        }
+    }
+    match args.output {
+        Format::Json => {
+            let out = Output {
+                report: &report,
+                pod_logs,
+                pod_logs_error,
+            };
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Format::Table => {
+            print_table(&report);
+            if let Some(step) = failed {
+                print_failure(step, &report, args.os_auth_url.is_none());
+                for l in &pod_logs {
+                    eprintln!(
+                        "--- {} pod {} container {} (last {LOG_LINES} lines) ---",
+                        l.service, l.pod, l.container
+                    );
+                    for line in &l.lines {
+                        eprintln!("{line}");
+                    }
+                }
+                if let Some(e) = &pod_logs_error {
+                    eprintln!("pod logs: not read ({e})");
+                } else if pod_logs.is_empty() && !step.services.is_empty() {
+                    eprintln!(
+                        "pod logs: no pods of {} in namespace {}",
+                        step.services.join(", "),
+                        config.globals.kubernetes_namespace
+                    );
+                }
+            }
+            let left: Vec<_> = report.leftovers().collect();
+            if !left.is_empty() {
+                eprintln!("left in the cloud, delete by hand:");
+                for c in left {
+                    eprintln!("  {}: {}", c.resource, c.detail);
+                }
+            }
+        }
+    }
+    Ok(if report.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_CHECK_FAILED)
+    })
+}
+
+fn print_table(report: &Report) {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
+    t.set_header(["STEP", "RESULT", "SECONDS", "DETAIL"]);
+    for s in &report.steps {
+        t.add_row([
+            s.step.name().to_owned(),
+            s.result.as_str().to_owned(),
+            format!("{:.1}", s.seconds),
+            s.detail.clone(),
+        ]);
+    }
+    let left = report.leftovers().count();
+    let cleanup_secs = report.cleanup.iter().fold(0.0, |a, c| a + c.seconds);
+    let (result, detail) = match (report.cleanup.len(), left) {
+        (0, _) => ("ok", "nothing to delete".to_owned()),
+        (n, 0) => ("ok", format!("deleted {n} resources")),
+        (n, l) => (
+            "failed",
+            format!("{l} of {n} resources could not be deleted"),
+        ),
+    };
+    t.add_row([
+        "cleanup".to_owned(),
+        result.to_owned(),
+        format!("{cleanup_secs:.1}"),
+        detail,
+    ]);
+    println!("{t}");
+    let count = |o: Outcome| report.steps.iter().filter(|s| s.result == o).count();
+    let verdict = if report.interrupted {
+        "INTERRUPTED"
+    } else if report.passed {
+        "passed"
+    } else {
+        "FAILED"
+    };
+    println!(
+        "{verdict}: {} ok, {} skipped, {} failed, {} not run; total {:.1}s",
+        count(Outcome::Ok),
+        count(Outcome::Skipped),
+        count(Outcome::Failed),
+        count(Outcome::NotRun),
+        report.seconds
+    );
+}
+
+/// The failing step on stderr: the call, its status and message, whose pods to look at.
+fn print_failure(step: &kstack_verify::StepReport, report: &Report, default_auth_url: bool) {
+    eprintln!("error: step `{}` failed", step.step);
+    match &step.call {
+        Some(c) => {
+            let base = c.url.strip_suffix(c.path()).unwrap_or(&c.url);
+            eprintln!("  call:     {} {} (at {base})", c.method, c.path());
+            match c.status {
+                Some(s) => eprintln!("  status:   HTTP {s}"),
+                None => eprintln!("  status:   no answer"),
+            }
+            eprintln!("  message:  {}", c.message);
+            if step.detail != c.to_string() {
+                eprintln!("  detail:   {}", step.detail);
+            }
+        }
+        None => eprintln!("  reason:   {}", step.detail),
+    }
+    if step.step == Step::Token
+        && default_auth_url
+        && step.call.as_ref().is_some_and(|c| c.status.is_none())
+    {
+        eprintln!(
+            "  hint:     {} is the keystone Service of the namespace; from a host outside the cluster pass --os-auth-url (its ClusterIP, a port-forward or an ingress)",
+            report.auth_url
+        );
+    }
+    if !step.services.is_empty() {
+        eprintln!("  services: {}", step.services.join(", "));
+    }
+}
+
+/// The last lines of every pod of the services, through the kubeconfig (or none found).
+async fn logs(
+    args: &Args,
+    config: &Config,
+    services: &[String],
+    redactor: &Redactor,
+) -> Result<Vec<ServiceLog>, String> {
+    let namespace = &config.globals.kubernetes_namespace;
+    let work = async {
+        let client = kstack_kube::client(args.target.kubeconfig.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for service in services {
+            let selector = format!("{NAME_LABEL}={service},{COMPONENT_LABEL}=server");
+            let logs = kstack_kube::pod_logs(&client, namespace, &selector, LOG_LINES)
+                .await
+                .map_err(|e| e.to_string())?;
+            for l in logs {
+                out.push(ServiceLog {
+                    service: service.clone(),
+                    pod: l.pod,
+                    container: l.container,
+                    lines: redactor
+                        .redact(&l.text)
+                        .lines()
+                        .map(str::to_owned)
+                        .collect(),
+                });
+            }
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(Duration::from_secs(20), work)
+        .await
+        .unwrap_or_else(|_| Err("the Kubernetes API did not answer within 20 s".to_owned()))
+}

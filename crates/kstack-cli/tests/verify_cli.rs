@@ -1,0 +1,208 @@
+//! `kstack verify` without a cloud: an unreachable Keystone fails the first step with exit 4,
+//! naming the URL it called, never printing the admin password; an invalid config exits 2
+//! before any call; `--help` documents the exit codes with an example.
+use std::process::Command;
+
+fn kstack(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kstack"))
+        .args(args)
+        .env_remove("KSTACK_CONFIG_DIR")
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kstack")
+}
+
+/// A config directory made by `init` and `genpwd` once per test process (genpwd makes RSA
+/// keys, slow in a debug build); each test gets a copy with its own globals.yml.
+fn config_dir(globals: &str) -> tempfile::TempDir {
+    static BASE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().to_str().unwrap();
+        assert!(kstack(&["init", d]).status.success());
+        assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+        tmp
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["globals.yml", "passwords.yml"] {
+        std::fs::copy(base.path().join(f), tmp.path().join(f)).unwrap();
+    }
+    std::fs::write(tmp.path().join("globals.yml"), globals).unwrap();
+    tmp
+}
+
+fn admin_password(dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("keystone_admin_password:"))
+        .unwrap();
+    let value = line.split_once(':').unwrap().1.trim().trim_matches('"');
+    assert!(value.len() >= 20, "genpwd filled it: {line}");
+    value.to_owned()
+}
+
+#[test]
+fn an_unreachable_keystone_exits_4_naming_the_url() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-a\"\n");
+    let d = tmp.path().to_str().unwrap();
+    // Port 1 on the loopback: nothing listens, the connection is refused at once.
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "--os-auth-url",
+        "http://127.0.0.1:1/v3",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    // The failing call, on stderr.
+    assert!(stderr.contains("error: step `token` failed"), "{stderr}");
+    assert!(
+        stderr.contains("call:     POST /v3/auth/tokens (at http://127.0.0.1:1)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("status:   no answer"), "{stderr}");
+    assert!(stderr.contains("message:  cannot connect: "), "{stderr}");
+    assert!(stderr.contains("services: keystone"), "{stderr}");
+    // The kubeconfig does not exist: said once, not fatal.
+    assert!(
+        stderr.contains("pod logs: not read (") && stderr.contains("/nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+    // The table: the token failed, the rest did not run.
+    let token = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("token"))
+        .unwrap();
+    assert!(
+        token.contains("failed")
+            && token.contains("POST http://127.0.0.1:1/v3/auth/tokens: cannot connect"),
+        "{stdout}"
+    );
+    let horizon = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("horizon"))
+        .unwrap();
+    assert!(
+        horizon.contains("not-run") && horizon.contains("token failed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cleanup") && stdout.contains("nothing to delete"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAILED: 0 ok, 0 skipped, 1 failed, 8 not run; total"),
+        "{stdout}"
+    );
+    let password = admin_password(tmp.path());
+    assert!(!stdout.contains(&password) && !stderr.contains(&password));
+}
+
+#[test]
+fn the_default_auth_url_is_keystones_service_and_json_names_the_call() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-b\"\n");
+    let d = tmp.path().to_str().unwrap();
+    // No cluster DNS here: the Service name does not resolve (or answers nothing).
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "-o",
+        "json",
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["auth_url"], "http://keystone.cloud-b.svc:5000");
+    let token = &v["steps"][0];
+    assert_eq!(token["step"], "token");
+    assert_eq!(token["result"], "failed");
+    assert_eq!(token["call"]["method"], "POST");
+    assert_eq!(
+        token["call"]["url"],
+        "http://keystone.cloud-b.svc:5000/v3/auth/tokens"
+    );
+    assert_eq!(token["call"]["status"], serde_json::Value::Null);
+    assert_eq!(v["steps"].as_array().unwrap().len(), 9);
+    assert!(v["prefix"].as_str().unwrap().starts_with("kstack-verify-"));
+    assert!(
+        v["pod_logs_error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent")
+    );
+    let password = admin_password(tmp.path());
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(&password) && !stderr.contains(&password)
+    );
+}
+
+#[test]
+fn an_invalid_config_exits_2_before_calling_anything() {
+    let tmp = config_dir("enable_heat: maybe\n");
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "--os-auth-url",
+        "http://127.0.0.1:1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("enable_heat"), "{stderr}");
+    assert!(!stderr.contains("auth/tokens"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn an_empty_admin_password_exits_2() {
+    let tmp = config_dir("kubernetes_namespace: \"x\"\n");
+    let path = tmp.path().join("passwords.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("keystone_admin_password:") {
+                "keystone_admin_password:".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "--os-auth-url",
+        "http://127.0.0.1:1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("keystone_admin_password"), "{stderr}");
+}
+
+#[test]
+fn help_has_an_example_and_the_exit_codes() {
+    let out = kstack(&["verify", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("kstack verify --config-dir ./mycloud"),
+        "{text}"
+    );
+    assert!(text.contains("--os-auth-url"), "{text}");
+    assert!(text.contains("4 a step failed"), "{text}");
+}
