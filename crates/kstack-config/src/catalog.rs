@@ -49,6 +49,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         }
         CatalogIssue::UnknownFact {
             service, container, ..
+        }
+        | CatalogIssue::BadOwner {
+            service, container, ..
         } => (service, Some(container)),
     };
     let field = match issue {
@@ -56,9 +59,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
         | CatalogIssue::PhaseOrder { .. } => format!("services.{service}.bootstrap"),
-        CatalogIssue::NoContainers { .. } | CatalogIssue::UnknownFact { .. } => {
-            format!("services.{service}.containers")
-        }
+        CatalogIssue::NoContainers { .. }
+        | CatalogIssue::UnknownFact { .. }
+        | CatalogIssue::BadOwner { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };
     let mut line = 0;
@@ -84,6 +87,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::UnknownFact { .. } => {
             "write `{fact}` only for a distribution fact kstack knows; any other path is written out"
         }
+        CatalogIssue::BadOwner { .. } => "write the owner as `user:group`, e.g. `nova:nova`",
         _ => "fix catalog.yml (see `kstack services -o yaml` for the built-in entries)",
     };
     Diag::new(Severity::Error, CATALOG_FILE, issue.to_string())

@@ -7,6 +7,8 @@
 //!
 //! A container's `command` and config file destinations may name a fact of the image
 //! distribution as `{fact}` (see [`crate::distro`]); validation rejects unknown facts.
+//! Its `permissions` become config.json's: the ownership `kolla_set_configs` gives the data
+//! directories on volumes before the service starts.
 //!
 //! # HAProxy and keepalived are replaced by Kubernetes Services
 //!
@@ -128,8 +130,30 @@ pub struct Container {
     pub user: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_files: Vec<ConfigFile>,
+    /// config.json `permissions`: ownership `kolla_set_configs` (as root) gives paths before
+    /// the command starts, typically the data directories mounted from volumes, which arrive
+    /// owned by root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<Permission>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+}
+
+/// A config.json `permissions` entry (kolla 2025.1 `kolla_set_configs`; a missing path is
+/// only a warning there).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permission {
+    /// A path in the container (a shell glob is allowed).
+    pub path: String,
+    /// `user:group`, names as in the image.
+    pub owner: String,
+    /// Octal mode as a string (`"0770"`); the mode is left alone when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perm: Option<String>,
+    /// Also everything below `path`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recurse: bool,
 }
 
 /// A config.json `config_files` entry rendered from a template.
@@ -432,6 +456,15 @@ pub enum CatalogIssue {
         field: String,
         message: String,
     },
+    #[error(
+        "service `{service}`, container `{container}`: permissions owner `{owner}` for `{path}` is not `user:group`"
+    )]
+    BadOwner {
+        service: String,
+        container: String,
+        path: String,
+        owner: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -550,6 +583,20 @@ impl Catalog {
                             container: c.name.clone(),
                             field,
                             message: e.to_string(),
+                        });
+                    }
+                }
+                for p in &c.permissions {
+                    let ok = p
+                        .owner
+                        .split_once(':')
+                        .is_some_and(|(u, g)| !u.is_empty() && !g.is_empty() && !g.contains(':'));
+                    if !ok {
+                        issues.push(CatalogIssue::BadOwner {
+                            service: name.clone(),
+                            container: c.name.clone(),
+                            path: p.path.clone(),
+                            owner: p.owner.clone(),
                         });
                     }
                 }
@@ -798,16 +845,58 @@ mod tests {
     }
 
     #[test]
-    fn unknown_distribution_facts_are_reported() {
-        let text = BUILTIN_YAML.replace(
-            "{apache_conf_dir}/wsgi-keystone.conf",
-            "{apache_dir}/wsgi-keystone.conf",
-        );
+    fn every_data_volume_a_non_root_container_writes_is_chowned_to_its_user() {
+        let c = builtin();
+        let mut checked = 0;
+        for (name, s) in &c.services {
+            for ct in s.containers.iter().filter(|ct| ct.user != "root") {
+                for v in &s.volumes {
+                    // Claims, and host directories kstack keeps state in; not the host's own
+                    // /dev, /run, /lib/modules, /etc/iscsi.
+                    let data = match &v.kind {
+                        VolumeKind::PersistentClaim { .. } | VolumeKind::SharedEmptyDir => true,
+                        VolumeKind::HostPath { path } => path.starts_with("/var/lib/kstack/"),
+                    };
+                    // libvirtd's state, written by nova-libvirt (root); nova-compute reads it.
+                    let other_owner = (name.as_str(), v.mount_path.as_str())
+                        == ("nova-compute", "/var/lib/libvirt");
+                    if !data || v.read_only || other_owner {
+                        continue;
+                    }
+                    let p = ct
+                        .permissions
+                        .iter()
+                        .find(|p| p.path == v.mount_path)
+                        .unwrap_or_else(|| {
+                            panic!("{name}/{}: nothing chowns {}", ct.name, v.mount_path)
+                        });
+                    assert_eq!(
+                        p.owner.split(':').next(),
+                        Some(ct.user.as_str()),
+                        "{name}/{}",
+                        ct.name
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 9);
+    }
+
+    #[test]
+    fn distribution_facts_and_owners_are_checked() {
+        let text = BUILTIN_YAML
+            .replace(
+                "{apache_conf_dir}/wsgi-keystone.conf",
+                "{apache_dir}/wsgi-keystone.conf",
+            )
+            .replace("owner: \"glance:glance\"", "owner: glance");
         let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
         assert_eq!(
             err,
             format!(
-                "service `keystone`, container `keystone`: config file `wsgi-keystone.conf` dest: unknown distribution fact `{{apache_dir}}`; known: {}",
+                "service `glance-api`, container `glance-api`: permissions owner `glance` for `/var/lib/glance` is not `user:group`\n\
+                 service `keystone`, container `keystone`: config file `wsgi-keystone.conf` dest: unknown distribution fact `{{apache_dir}}`; known: {}",
                 crate::distro::FACTS.join(", ")
             )
         );

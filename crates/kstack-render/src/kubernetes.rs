@@ -73,6 +73,8 @@ const JOB_BACKOFF_LIMIT: i32 = 6;
 pub struct KollaConfig {
     pub command: String,
     pub config_files: Vec<KollaConfigFile>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<catalog::Permission>,
 }
 
 /// One `config_files` entry of [`KollaConfig`].
@@ -105,6 +107,7 @@ impl KollaConfig {
                     })
                 })
                 .collect::<Result<_, UnknownFact>>()?,
+            permissions: c.permissions.clone(),
         })
     }
 

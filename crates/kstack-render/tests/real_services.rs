@@ -1,10 +1,11 @@
 //! What the real 2025.1 services need from kstack's files, learnt by running them on the
-//! rendered default cloud: a WSGI script Apache may serve, and the Apache and MariaDB paths of
-//! the image's distribution.
+//! rendered default cloud: a WSGI script Apache may serve, data directories owned by the
+//! service user, and the Apache and MariaDB paths of the image's distribution.
 
 use std::collections::BTreeSet;
 
 use kstack_config::Config;
+use kstack_model::catalog::VolumeKind;
 use kstack_model::globals::Globals;
 use kstack_render::{ContainerFiles, Target, render_files};
 
@@ -168,6 +169,82 @@ fn the_grant_check_can_fail() {
     assert!(!grants(other, script));
     let ok = other.replace("heat-wsgi-api", "keystone-wsgi-public");
     assert!(grants(&ok, script));
+}
+
+// ---- Data directories on volumes belong to the service's user ---------------------------------
+
+#[test]
+fn data_volumes_are_chowned_to_the_service_user_by_kolla_set_configs() {
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let permissions = |container: &str| -> Vec<serde_json::Value> {
+        config_json(&files, container)["permissions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let entry = |container: &str, path: &str| -> serde_json::Value {
+        permissions(container)
+            .into_iter()
+            .find(|p| p["path"] == path)
+            .unwrap_or_else(|| panic!("{container}: no permissions entry for {path}"))
+    };
+    // keystone-manage fernet_setup (in the fernet-setup Job, with keystone's config) and the
+    // WSGI processes (user keystone) write and read the keys.
+    let fernet = entry("keystone", "/etc/keystone/fernet-keys");
+    assert_eq!(fernet["owner"], "keystone:keystone");
+    assert_eq!(fernet["perm"], "0770");
+    // mysql_install_db (the bootstrap Job, same config.json) runs as mysql on a fresh volume.
+    let mysql = entry("mariadb", "/var/lib/mysql");
+    assert_eq!(
+        (&mysql["owner"], &mysql["recurse"]),
+        (&"mysql:mysql".into(), &true.into())
+    );
+    assert_eq!(
+        entry("rabbitmq", "/var/lib/rabbitmq")["owner"],
+        "rabbitmq:rabbitmq"
+    );
+    assert_eq!(
+        entry("glance-api", "/var/lib/glance")["owner"],
+        "glance:glance"
+    );
+    assert_eq!(
+        entry("nova-compute", "/var/lib/nova/instances")["owner"],
+        "nova:nova"
+    );
+
+    // Every data volume (a claim, or a host directory kstack keeps state in) of a container
+    // that does not run as root is chowned to that container's user.
+    let mut checked = 0;
+    for name in &config.enabled {
+        let s = &config.catalog.services[name];
+        for c in s.containers.iter().filter(|c| c.user != "root") {
+            for v in &s.volumes {
+                let data = match &v.kind {
+                    VolumeKind::PersistentClaim { .. } => true,
+                    VolumeKind::HostPath { path } => path.starts_with("/var/lib/kstack/"),
+                    VolumeKind::SharedEmptyDir => true,
+                };
+                // libvirtd's state, written by nova-libvirt (root); nova-compute reads it.
+                let other_owner =
+                    (name.as_str(), v.mount_path.as_str()) == ("nova-compute", "/var/lib/libvirt");
+                if !data || v.read_only || other_owner {
+                    continue;
+                }
+                let p = entry(&c.name, &v.mount_path);
+                let owner = p["owner"].as_str().unwrap();
+                assert_eq!(
+                    owner.split(':').next(),
+                    Some(c.user.as_str()),
+                    "{name}/{}: {}",
+                    c.name,
+                    v.mount_path
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "{checked}");
 }
 
 // ---- What differs per distribution ------------------------------------------------------------
