@@ -268,11 +268,15 @@ fn bootstrap_tasks_are_one_shot_services_the_service_waits_for() {
     );
     let api_sync = service(&b, "nova-api-api-db-sync");
     assert_eq!(
+        api_sync.command.as_deref().unwrap()[2],
+        "sudo -E kolla_set_configs && exec nova-manage api_db sync"
+    );
+    assert_eq!(
         api_sync
             .environment
-            .get("KOLLA_UPGRADE")
+            .get("KOLLA_CONFIG_STRATEGY")
             .map(String::as_str),
-        Some("")
+        Some("COPY_ALWAYS")
     );
     // Registration runs in kolla-toolbox, from its own config directory.
     let reg = service(&b, "glance-api-register");

@@ -1,13 +1,14 @@
 //! What the real 2025.1 services need from kstack's files, learnt by running them on the
 //! rendered default cloud: a WSGI script Apache may serve, data directories owned by the
-//! service user, and the Apache and MariaDB paths of the image's distribution.
+//! service user, nova's cell0 mapped and migrated, and the Apache and MariaDB paths of the
+//! image's distribution.
 
 use std::collections::BTreeSet;
 
 use kstack_config::Config;
-use kstack_model::catalog::VolumeKind;
+use kstack_model::catalog::{Phase, VolumeKind};
 use kstack_model::globals::Globals;
-use kstack_render::{ContainerFiles, Target, render_files};
+use kstack_render::{ContainerFiles, Target, render_files, tasks};
 
 fn config(globals: Globals) -> Config {
     kstack_config::testing::config(globals, &[])
@@ -245,6 +246,178 @@ fn data_volumes_are_chowned_to_the_service_user_by_kolla_set_configs() {
         }
     }
     assert!(checked >= 8, "{checked}");
+}
+
+// ---- nova: cell0 mapped and migrated ----------------------------------------------------------
+
+/// What a task runs, as one line: its arguments, or `kolla_start` with its Kolla env.
+fn runs(spec: &tasks::TaskSpec) -> String {
+    match &spec.args {
+        Some(a) if a.as_slice() != ["kolla_start"] => a.join(" "),
+        _ => {
+            let kolla: Vec<&str> = spec
+                .env
+                .keys()
+                .filter(|k| {
+                    k.starts_with("KOLLA_")
+                        && !k.starts_with("KOLLA_CONFIG")
+                        && *k != "KOLLA_SERVICE_NAME"
+                })
+                .map(String::as_str)
+                .collect();
+            format!("kolla_start {} ({})", kolla.join(" "), spec.image)
+        }
+    }
+}
+
+/// The install-time tasks of `services` in an order the engine may run them: `after` within a
+/// service, and every task of a service a task `needs` first.
+fn install_order(config: &Config, services: &[&str]) -> Vec<(String, String, tasks::TaskSpec)> {
+    let files = render_files(config, Target::Kubernetes).unwrap();
+    let mut out: Vec<(String, String, tasks::TaskSpec)> = Vec::new();
+    for name in services {
+        let s = &config.catalog.services[*name];
+        for need in s.bootstrap.iter().flat_map(|t| &t.needs) {
+            assert!(
+                !services[services.iter().position(|n| n == name).unwrap()..]
+                    .contains(&need.as_str()),
+                "{name} needs {need}, listed after it"
+            );
+        }
+        let mut done: BTreeSet<&str> = BTreeSet::new();
+        let todo: Vec<_> = s
+            .bootstrap
+            .iter()
+            .filter(|t| !t.phase.is_upgrade())
+            .collect();
+        while done.len() < todo.len() {
+            let next = todo
+                .iter()
+                .find(|t| {
+                    !done.contains(t.name.as_str())
+                        && t.after.iter().all(|a| {
+                            done.contains(a.as_str()) || !todo.iter().any(|x| &x.name == a)
+                        })
+                })
+                .unwrap_or_else(|| panic!("{name}: tasks in a cycle"));
+            done.insert(&next.name);
+            let spec = tasks::task_spec(config, Target::Kubernetes, &files, name, s, next).unwrap();
+            out.push(((*name).to_owned(), next.name.clone(), spec));
+        }
+    }
+    out
+}
+
+#[test]
+fn nova_maps_cell0_then_migrates_it_before_the_conductor_bootstrap() {
+    let config = config(Globals::default());
+    let order = install_order(&config, &["nova-api", "nova-conductor"]);
+    let lines: Vec<String> = order
+        .iter()
+        .map(|(s, t, spec)| format!("{s}/{t}: {}", runs(spec)))
+        .collect();
+    let at = |what: &dyn Fn(&str) -> bool, label: &str| {
+        lines
+            .iter()
+            .position(|l| what(l))
+            .unwrap_or_else(|| panic!("no task {label}:\n{}", lines.join("\n")))
+    };
+    // (Kolla's nova-api KOLLA_UPGRADE branch runs api_db sync and db sync --local_cell.)
+    let api_db = at(
+        &|l| {
+            l.contains("nova-manage api_db sync")
+                || l.contains("KOLLA_UPGRADE (quay.io/openstack.kolla/nova-api:")
+        },
+        "api_db sync",
+    );
+    let map_cell0 = at(
+        &|l| l.contains("nova-manage cell_v2 map_cell0"),
+        "map_cell0",
+    );
+    let create_cell = at(
+        &|l| l.contains("nova-manage cell_v2 create_cell"),
+        "create_cell",
+    );
+    // A plain `db sync` migrates the local cell and cell0 (once mapped); `--local_cell` only
+    // the local cell, which is what left cell0 empty.
+    let full_sync = at(
+        &|l| {
+            l.split("&&")
+                .chain(l.split(';'))
+                .any(|c| c.contains("nova-manage db sync") && !c.contains("--local_cell"))
+        },
+        "full db sync",
+    );
+    // The conductor's Kolla bootstrap runs `db online_data_migrations` across every cell,
+    // cell0 included: it fails (exit 2) on an unmigrated cell0.
+    let conductor = at(
+        &|l| l.starts_with("nova-conductor/") && l.contains("KOLLA_BOOTSTRAP"),
+        "conductor bootstrap",
+    );
+    let text = lines.join("\n");
+    assert!(api_db < map_cell0, "{text}");
+    assert!(map_cell0 < full_sync, "{text}");
+    assert!(create_cell < full_sync, "{text}");
+    assert!(full_sync < conductor, "{text}");
+
+    // map_cell0 without --database_connection derives cell0's URL from [database] connection
+    // (`<db>` → `<db>_cell0`): the config it runs with must point at `nova`, whose `_cell0`
+    // database db-create makes and grants to the same user.
+    let (_, _, map) = &order[map_cell0];
+    let nova_conf = &map
+        .files
+        .iter()
+        .find(|f| f.name == "nova.conf")
+        .unwrap()
+        .content;
+    let db = nova_conf
+        .split("[database]")
+        .nth(1)
+        .and_then(|s| s.lines().find(|l| l.starts_with("connection = ")))
+        .unwrap();
+    assert!(db.starts_with("connection = mysql+pymysql://nova:"), "{db}");
+    assert!(db.ends_with("/nova"), "{db}");
+    let create = order
+        .iter()
+        .find(|(s, t, _)| s == "nova-api" && t == "db-create")
+        .map(|(_, _, spec)| {
+            spec.files
+                .iter()
+                .find(|f| f.name == "db-create.sql")
+                .unwrap()
+                .content
+                .clone()
+        })
+        .unwrap();
+    assert!(
+        create.contains("CREATE DATABASE IF NOT EXISTS `nova_cell0`;"),
+        "{create}"
+    );
+    assert!(
+        create.contains("GRANT ALL PRIVILEGES ON `nova_cell0`.* TO 'nova'@'%';"),
+        "{create}"
+    );
+
+    // Re-runs on an existing cloud: every step either is idempotent in nova-manage or checks
+    // first; none is left to the first install only.
+    for (s, t, _) in &order[api_db..=full_sync] {
+        let task = config.catalog.services[s]
+            .bootstrap
+            .iter()
+            .find(|x| &x.name == t)
+            .unwrap();
+        assert_eq!(
+            task.phase,
+            Phase::Always,
+            "{s}/{t}: runs again on every change"
+        );
+    }
+    let (_, _, cc) = &order[create_cell];
+    assert!(
+        runs(cc).contains("list_cells"),
+        "create_cell fails on an existing cell: {}",
+        runs(cc)
+    );
 }
 
 // ---- What differs per distribution ------------------------------------------------------------
