@@ -135,6 +135,14 @@ pub struct Container {
     /// owned by root.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<Permission>,
+    /// Plain environment of the container (never a secret).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Environment from passwords.yml: env name → passwords.yml key. The value reaches the
+    /// container only through a Secret (Kubernetes) or a mode 0600 env file (Compose), and is
+    /// seen by its health check too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
 }

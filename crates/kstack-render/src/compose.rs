@@ -18,6 +18,7 @@
 //! | readiness/liveness/startup probe             | `healthcheck` running the image's Kolla check script               |
 //! | Job per bootstrap task ([`crate::tasks`])    | one-shot service `<service>-<task>`, `restart: "no"`               |
 //! | task env from a Secret (`secretKeyRef`)      | 0600 files exported by the task's command ([`secret_env_command`]) |
+//! | container env from a Secret (`secretKeyRef`) | `env_file`: a 0600 file `<service>/env.d/<container>.env` ([`SingleNode::env_file`]) |
 //! | the engine's order (`after`, `needs`, deps)  | `depends_on`: `service_completed_successfully` for tasks, `service_healthy` for services |
 //! | PersistentVolumeClaim                        | named volume `<service>-<volume>`                                    |
 //! | hostPath volume                              | bind mount (`create_host_path`)                                    |
@@ -47,6 +48,10 @@
 //!   root only to export them before it runs its command as the image user
 //!   ([`secret_env_command`]).
 //!
+//! A long-running container's env from passwords.yml (a health check's password) must reach
+//! its health check too, which a wrapper command cannot do: it is an `env_file`, mode 0600,
+//! in the dotenv form docker compose reads, escaped so the value arrives unchanged.
+//!
 //! No password is ever in `compose.yaml` (no environment literal, no command argument). Every
 //! task is safe to run again: `docker compose up` starts completed one-shot services again.
 //!
@@ -64,6 +69,8 @@ use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_fil
 use crate::kubernetes::{COMPONENT_LABEL, KOLLA_CONFIG_DIR, NAME_LABEL};
 use crate::tasks::{self, FilesOf};
 
+/// The directory (below a service's config directory) of its containers' env files.
+pub const ENV_FILE_DIR: &str = "env.d";
 /// The file name of the Compose file inside the output directory.
 pub const COMPOSE_FILE: &str = "compose.yaml";
 /// The directory, next to [`COMPOSE_FILE`], holding every container's config directory.
@@ -93,6 +100,11 @@ pub struct ComposeService {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     pub environment: BTreeMap<String, String>,
+    /// Env files (mode 0600, next to the Compose file) holding a long-running container's env
+    /// from passwords.yml: the container and its health check see it, `compose.yaml` never
+    /// holds it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_file: Vec<String>,
     pub network_mode: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub privileged: bool,
@@ -308,15 +320,47 @@ impl SingleNode<'_> {
         }
     }
 
-    /// `KOLLA_CONFIG_STRATEGY` and `KOLLA_SERVICE_NAME`, as on the Kubernetes target.
-    pub fn environment(&self, container: &str) -> BTreeMap<String, String> {
-        BTreeMap::from([
+    /// `KOLLA_CONFIG_STRATEGY`, `KOLLA_SERVICE_NAME` and the catalog's plain env, as on the
+    /// Kubernetes target.
+    pub fn environment(&self, c: &catalog::Container) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::from([
             (
                 "KOLLA_CONFIG_STRATEGY".to_owned(),
                 self.globals.config_strategy.clone(),
             ),
-            ("KOLLA_SERVICE_NAME".to_owned(), container.replace('_', "-")),
-        ])
+            ("KOLLA_SERVICE_NAME".to_owned(), c.name.replace('_', "-")),
+        ]);
+        env.extend(c.env.iter().map(|(k, v)| (k.clone(), literal(v))));
+        env
+    }
+
+    /// Where a long-running container's env from passwords.yml is: the env file
+    /// `<container>.env` of the config directory `<service>/env.d` (a `.` is never in a
+    /// container name, so it cannot clash with a container's own directory).
+    pub fn env_file_dir(service: &str) -> String {
+        format!("{service}/{ENV_FILE_DIR}")
+    }
+
+    /// The env file holding `values` (env name → value), in the dotenv form docker compose
+    /// reads: double-quoted, with `\`, `"`, `$` and newlines escaped, so the container gets
+    /// each value exactly (no interpolation).
+    pub fn env_file(values: &BTreeMap<String, &str>) -> String {
+        let mut out = String::new();
+        for (k, v) in values {
+            let mut q = String::with_capacity(v.len());
+            for ch in v.chars() {
+                match ch {
+                    '\\' => q.push_str("\\\\"),
+                    '"' => q.push_str("\\\""),
+                    '$' => q.push_str("\\$"),
+                    '\n' => q.push_str("\\n"),
+                    '\r' => q.push_str("\\r"),
+                    c => q.push(c),
+                }
+            }
+            out.push_str(&format!("{k}=\"{q}\"\n"));
+        }
+        out
     }
 
     /// Host access exactly as the catalog asks for it; the network is always the host's.
@@ -403,9 +447,28 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
         }
         for c in &service.containers {
             let dir = format!("{name}/{}", c.name);
+            let mut env_file = Vec::new();
+            let secret_env = crate::files::container_secret_env(config, name, c)?;
+            if !secret_env.is_empty() {
+                let path = SingleNode::env_file_dir(name);
+                let file = RenderedFile {
+                    name: format!("{}.env", c.name),
+                    content: SingleNode::env_file(&secret_env),
+                    secret: true,
+                };
+                env_file.push(format!("./{CONFIG_DIR}/{path}/{}", file.name));
+                match out.config_dirs.iter_mut().find(|d| d.path == path) {
+                    Some(d) => d.files.push(file),
+                    None => out.config_dirs.push(ConfigDir {
+                        path,
+                        files: vec![file],
+                    }),
+                }
+            }
             let mut s = ComposeService {
                 image: globals.image_ref(&service.project, &c.image),
-                environment: node.environment(&c.name),
+                environment: node.environment(c),
+                env_file,
                 restart: SingleNode::RESTART_SERVICE.to_owned(),
                 volumes: std::iter::once(SingleNode::config_mount(&dir))
                     .chain(data.iter().cloned())

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use kstack_config::Config;
 use kstack_config::overrides::{self, HostIndex, Ini};
 use kstack_config::passwords::{Passwords, Secret};
-use kstack_model::catalog::{Catalog, WorkloadKind};
+use kstack_model::catalog::{Catalog, Container, WorkloadKind};
 use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
@@ -129,6 +129,15 @@ pub enum RenderError {
         task: String,
         key: String,
     },
+    /// A passwords.yml value a container's env needs is missing or empty.
+    #[error(
+        "service {service}, container {container}: passwords.yml has no value for `{key}`; run `kstack genpwd`"
+    )]
+    MissingEnvPassword {
+        service: String,
+        container: String,
+        key: String,
+    },
     /// A bootstrap task names a container its service does not have.
     #[error(
         "service {service}, bootstrap task {task}: `{container}` is not a container of the service; fix the task's `container` in catalog.yml"
@@ -160,6 +169,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "mariadb/galera.cnf.j2",
         include_str!("../templates/mariadb/galera.cnf.j2"),
+    ),
+    (
+        "mariadb/mariadb-monitor.sql.j2",
+        include_str!("../templates/mariadb/mariadb-monitor.sql.j2"),
     ),
     (
         "rabbitmq/rabbitmq-env.conf.j2",
@@ -328,6 +341,10 @@ impl Templates {
         }
         // oslo.config reads `$name` as a reference to another option: a literal `$` is `$$`.
         env.add_filter("oslo", |s: String| s.replace('$', "$$"));
+        // A MariaDB string literal (single quotes, backslash escapes).
+        env.add_filter("sql", |s: String| {
+            format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+        });
         // `password("key")`: a passwords.yml value, or an error naming the key at the line of
         // the template that asks for it (macro arguments are not checked where they are passed).
         env.add_function(
@@ -413,6 +430,29 @@ pub fn secret_values(passwords: &Passwords) -> Vec<&str> {
     v
 }
 
+/// The values of a container's env from passwords.yml (its `secret_env`), by env name: what
+/// both targets hand to the container only through a secret (a Secret, a 0600 env file).
+pub fn container_secret_env<'a>(
+    config: &'a Config,
+    service: &str,
+    c: &Container,
+) -> Result<BTreeMap<String, &'a str>, RenderError> {
+    c.secret_env
+        .iter()
+        .map(|(env, key)| {
+            let v = config
+                .passwords
+                .get(key)
+                .ok_or_else(|| RenderError::MissingEnvPassword {
+                    service: service.to_owned(),
+                    container: c.name.clone(),
+                    key: key.clone(),
+                })?;
+            Ok((env.clone(), v))
+        })
+        .collect()
+}
+
 /// Whether `content` carries any of `secrets`.
 pub fn carries_secret(content: &str, secrets: &[&str]) -> bool {
     secrets.iter().any(|s| content.contains(s))
@@ -481,14 +521,6 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
     let url = |service: &str, port: u16| format!("http://{}:{port}", target.host(g, service, None));
 
     set("api_bind_address", Value::from("0.0.0.0"));
-    // What differs per image distribution (Apache, MariaDB paths), see kstack_model::distro.
-    let distro = g.distro();
-    let mut facts: BTreeMap<&str, &str> = kstack_model::distro::FACTS
-        .iter()
-        .filter_map(|f| Some((*f, distro.fact(f)?)))
-        .collect();
-    facts.insert("name", distro.name);
-    set("distro", Value::from(facts));
     let workers = g
         .vars
         .get("openstack_service_workers")
@@ -499,6 +531,14 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
         "enabled_services",
         Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
     );
+    // What differs per image distribution (Apache, MariaDB paths), see kstack_model::distro.
+    let distro = g.distro();
+    let mut facts: BTreeMap<&str, &str> = kstack_model::distro::FACTS
+        .iter()
+        .filter_map(|f| Some((*f, distro.fact(f)?)))
+        .collect();
+    facts.insert("name", distro.name);
+    set("distro", Value::from(facts));
 
     let db_port = port(c, "mariadb", "mysql", 3306);
     set(
@@ -745,10 +785,21 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                     message: e.to_string(),
                 }
             })?;
+            // Where each of the container's files lands, by template name (a file may name
+            // another one's path, as galera.cnf names the monitor user's SQL).
+            let dests: BTreeMap<String, String> = c
+                .config_files
+                .iter()
+                .zip(&kolla.config_files)
+                .map(|(f, k)| (f.template.clone(), k.dest.clone()))
+                .collect();
             let ctx = context! {
                 service => name.as_str(),
                 container => c.name.as_str(),
                 project => service.project.as_str(),
+                container_env => &c.env,
+                container_secret_env => &c.secret_env,
+                config_file_dests => dests,
                 ..base.clone()
             };
             let mut files = vec![RenderedFile {

@@ -6,7 +6,9 @@
 //! What is rendered, per enabled service:
 //! - a workload of the catalog's kind (Deployment, StatefulSet or DaemonSet) running the Kolla
 //!   image with its own `dumb-init`/`kolla_start` entrypoint (no `command`), env
-//!   `KOLLA_CONFIG_STRATEGY` and `KOLLA_SERVICE_NAME`, probes from the catalog health check;
+//!   `KOLLA_CONFIG_STRATEGY`, `KOLLA_SERVICE_NAME` and the container's catalog env (its
+//!   `secret_env` by `secretKeyRef` on an immutable Secret `<service>-<container>-env-<hash>`,
+//!   so the health check sees it too), probes from the catalog health check;
 //!   a DaemonSet with per-host overrides also gets one variant per host (`<service>-<hash of
 //!   the host>`), pinned to that node, while the main DaemonSet keeps off those nodes;
 //! - a Service (headless for a StatefulSet);
@@ -551,24 +553,23 @@ fn literal(name: &str, value: impl Into<String>) -> EnvVar {
     }
 }
 
-fn env(globals: &Globals, container: &str, bootstrap: bool) -> Vec<EnvVar> {
+/// A long-running container's env: Kolla's own, then the catalog's plain env.
+fn env(globals: &Globals, c: &catalog::Container) -> Vec<EnvVar> {
     let mut env = vec![
         literal("KOLLA_CONFIG_STRATEGY", globals.config_strategy.clone()),
-        literal("KOLLA_SERVICE_NAME", container.replace('_', "-")),
+        literal("KOLLA_SERVICE_NAME", c.name.replace('_', "-")),
     ];
-    if bootstrap {
-        // Present but empty: the image's extend_start runs its bootstrap branch and exits 0.
-        env.push(literal("KOLLA_BOOTSTRAP", ""));
-    }
+    env.extend(c.env.iter().map(|(k, v)| literal(k, v.clone())));
     env
 }
 
-/// Env from passwords: the values go into one immutable Secret (`<service>-<task>-env-<hash>`)
-/// and the env vars refer to it by `secretKeyRef`.
+/// Env from passwords: the values go into one immutable Secret (`<prefix>-env-<hash>`, e.g.
+/// `<service>-<task>` or `<service>-<container>`) and the env vars refer to it by
+/// `secretKeyRef`.
 fn secret_env(
     globals: &Globals,
-    service: &str,
-    task: &str,
+    prefix: &str,
+    labels: BTreeMap<String, String>,
     pairs: &[(&str, &str)],
 ) -> (Object, Vec<EnvVar>) {
     let data: BTreeMap<String, ByteString> = pairs
@@ -576,7 +577,7 @@ fn secret_env(
         .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
         .collect();
     let hash = short_hash(&serde_json::to_vec(&data).expect("env data serializes"));
-    let name = format!("{service}-{task}-env-{hash}");
+    let name = format!("{prefix}-env-{hash}");
     let vars = pairs
         .iter()
         .map(|(k, _)| EnvVar {
@@ -593,7 +594,7 @@ fn secret_env(
         })
         .collect();
     let secret = Object::Secret(Secret {
-        metadata: meta(globals, &name, task_labels(service, task)),
+        metadata: meta(globals, &name, labels),
         data: Some(data),
         immutable: Some(true),
         type_: Some("Opaque".into()),
@@ -638,12 +639,29 @@ impl Renderer<'_> {
         for p in parts.values() {
             out.extend(p.objects.iter().cloned());
         }
+        // Containers' env from passwords.yml: a Secret per container, `secretKeyRef`s to it.
+        let mut secret_vars = BTreeMap::new();
+        for c in &service.containers {
+            let values = crate::files::container_secret_env(self.config, name, c)?;
+            if values.is_empty() {
+                continue;
+            }
+            let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let (secret, vars) = secret_env(
+                globals,
+                &format!("{name}-{}", c.name),
+                labels(name, "config"),
+                &pairs,
+            );
+            out.push(secret);
+            secret_vars.insert(c.name.clone(), vars);
+        }
         let hosts = host_variants_of(self.config, name);
         let replicas = i32::try_from(globals.replicas_for(name)).unwrap_or(i32::MAX);
 
         match service.kind {
             WorkloadKind::Deployment => {
-                let template = self.pod_template(name, service, &parts, None);
+                let template = self.pod_template(name, service, &parts, &secret_vars, None);
                 out.push(Object::Deployment(Deployment {
                     metadata: meta(globals, name, labels(name, "server")),
                     spec: Some(DeploymentSpec {
@@ -664,7 +682,7 @@ impl Renderer<'_> {
                 }))
             }
             WorkloadKind::StatefulSet => {
-                let template = self.pod_template(name, service, &parts, None);
+                let template = self.pod_template(name, service, &parts, &secret_vars, None);
                 let claims = service
                     .volumes
                     .iter()
@@ -696,7 +714,8 @@ impl Renderer<'_> {
             }
             WorkloadKind::DaemonSet => {
                 // The main DaemonSet keeps off the hosts that have a variant of their own.
-                let mut template = self.pod_template(name, service, &parts, Some("all"));
+                let mut template =
+                    self.pod_template(name, service, &parts, &secret_vars, Some("all"));
                 if !hosts.is_empty() {
                     pin(&mut template, "NotIn", hosts.to_vec());
                 }
@@ -709,7 +728,8 @@ impl Renderer<'_> {
                     for p in hparts.values() {
                         out.extend(p.objects.iter().cloned());
                     }
-                    let mut template = self.pod_template(name, service, &hparts, Some(&variant));
+                    let mut template =
+                        self.pod_template(name, service, &hparts, &secret_vars, Some(&variant));
                     pin(&mut template, "In", vec![host.clone()]);
                     out.push(Object::DaemonSet(daemon_set(
                         globals,
@@ -753,6 +773,7 @@ impl Renderer<'_> {
         name: &str,
         service: &catalog::Service,
         parts: &BTreeMap<String, ContainerParts>,
+        secret_vars: &BTreeMap<String, Vec<EnvVar>>,
         variant: Option<&str>,
     ) -> PodTemplateSpec {
         let globals = self.globals;
@@ -791,7 +812,11 @@ impl Renderer<'_> {
             containers.push(Container {
                 name: c.name.clone(),
                 image: Some(globals.image_ref(&service.project, &c.image)),
-                env: Some(env(globals, &c.name, false)),
+                env: Some({
+                    let mut e = env(globals, c);
+                    e.extend(secret_vars.get(&c.name).cloned().unwrap_or_default());
+                    e
+                }),
                 ports,
                 volume_mounts: Some(mounts),
                 readiness_probe: readiness,
@@ -865,7 +890,12 @@ impl Renderer<'_> {
         let values = spec.secret_env_values(self.config)?;
         if !values.is_empty() {
             let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-            let (secret, vars) = secret_env(globals, name, &task.name, &pairs);
+            let (secret, vars) = secret_env(
+                globals,
+                &format!("{name}-{}", task.name),
+                task_labels(name, &task.name),
+                &pairs,
+            );
             out.push(secret);
             env.extend(vars);
         }

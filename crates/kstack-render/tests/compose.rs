@@ -476,10 +476,12 @@ fn secret_value(r: &Rendered, name: &str, key: &str) -> String {
     }
 }
 
+/// The literal env of a container (not the env from Secrets).
 fn env_of(c: &Container) -> BTreeMap<String, String> {
     c.env
         .iter()
         .flatten()
+        .filter(|e| e.value_from.is_none())
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
         .collect()
 }
@@ -649,6 +651,33 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                 c.name
             );
             assert_eq!(env_of(c), s.environment, "{}", c.name);
+            // Env from passwords.yml: a `secretKeyRef` there, an env file here, same values.
+            let env_files: String = s
+                .env_file
+                .iter()
+                .map(|f| {
+                    let (dir, name) = f.trim_start_matches("./config/").rsplit_once('/').unwrap();
+                    dirs[dir][name].to_owned()
+                })
+                .collect();
+            let mut secret_env = 0;
+            for e in c.env.iter().flatten() {
+                if let Some(sk) = e
+                    .value_from
+                    .as_ref()
+                    .and_then(|f| f.secret_key_ref.as_ref())
+                {
+                    let line = format!("{}=\"{}\"", e.name, secret_value(&r, &sk.name, &sk.key));
+                    assert!(
+                        env_files.lines().any(|l| l == line),
+                        "{}: {}",
+                        c.name,
+                        e.name
+                    );
+                    secret_env += 1;
+                }
+            }
+            assert_eq!(env_files.lines().count(), secret_env, "{}", c.name);
             // The same config files, byte for byte once addresses are resolved for one node
             // (config.json carries the command).
             let path = format!("{svc_name}/{}", c.name);

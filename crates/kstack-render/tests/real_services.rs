@@ -1,24 +1,24 @@
 //! What the real 2025.1 services need from kstack's files, learnt by running them on the
 //! rendered default cloud: a WSGI script Apache may serve, data directories owned by the
-//! service user, nova's cell0 mapped and migrated, and the Apache and MariaDB paths of the
-//! image's distribution.
+//! service user, nova's cell0 mapped and migrated, the Apache and MariaDB paths of the image's
+//! distribution, and a MariaDB health check that can log in.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kstack_config::Config;
 use kstack_model::catalog::{Phase, VolumeKind};
 use kstack_model::globals::Globals;
-use kstack_render::{ContainerFiles, Target, render_files, tasks};
-
-fn config(globals: Globals) -> Config {
-    kstack_config::testing::config(globals, &[])
-}
+use kstack_render::{ContainerFiles, Object, Target, compose, kubernetes, render_files, tasks};
 
 fn globals_with(vars: serde_json::Value) -> Globals {
     let serde_json::Value::Object(m) = vars else {
         unreachable!()
     };
     Globals::from_vars(&m.into_iter().collect()).unwrap()
+}
+
+fn config(globals: Globals) -> Config {
+    kstack_config::testing::config(globals, &[])
 }
 
 fn file<'a>(files: &'a [ContainerFiles], container: &str, name: &str) -> &'a str {
@@ -499,4 +499,110 @@ fn each_distribution_gets_its_apache_and_mariadb_paths() {
             }
         }
     }
+}
+
+// ---- MariaDB health check: a monitor user and its password from a secret ----------------------
+
+#[test]
+fn mariadb_health_check_logs_in_as_the_monitor_user_with_a_password_from_a_secret() {
+    let config = config(Globals::default());
+    let password = config
+        .passwords
+        .get("mariadb_monitor_password")
+        .unwrap()
+        .to_owned();
+
+    // Kubernetes: the password only by secretKeyRef; the user the server creates at start.
+    let r = kubernetes::render(&config).unwrap();
+    let Some(Object::StatefulSet(sts)) = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "StatefulSet" && o.name() == "mariadb")
+    else {
+        panic!("no mariadb StatefulSet")
+    };
+    let c = &sts
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    let probe = c.readiness_probe.as_ref().unwrap().exec.as_ref().unwrap();
+    assert_eq!(
+        probe.command.as_deref(),
+        Some(&["/usr/bin/clustercheck".to_owned()][..])
+    );
+    let env: BTreeMap<&str, &kstack_k8s::api::core::v1::EnvVar> = c
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e))
+        .collect();
+    let user = env
+        .get("MYSQL_USERNAME")
+        .and_then(|e| e.value.clone())
+        .expect("MYSQL_USERNAME");
+    let pw = env.get("MYSQL_PASSWORD").expect("MYSQL_PASSWORD");
+    assert_eq!(pw.value, None, "the password is no env literal");
+    let key_ref = pw
+        .value_from
+        .as_ref()
+        .and_then(|v| v.secret_key_ref.as_ref())
+        .expect("a secretKeyRef");
+    let Some(Object::Secret(secret)) = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "Secret" && o.name() == key_ref.name)
+    else {
+        panic!("no Secret {}", key_ref.name)
+    };
+    let value = &secret.data.as_ref().unwrap()[&key_ref.key];
+    assert_eq!(String::from_utf8_lossy(&value.0), password);
+    for e in c.env.iter().flatten() {
+        assert!(!e.value.as_deref().unwrap_or_default().contains(&password));
+    }
+
+    // The server creates that user with that password: a secret file it runs at start.
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let mariadb = files.iter().find(|c| c.container == "mariadb").unwrap();
+    let sql = mariadb
+        .files
+        .iter()
+        .find(|f| f.content.contains("CREATE USER IF NOT EXISTS"))
+        .expect("a file creating the monitor user");
+    assert!(sql.secret);
+    assert!(
+        sql.content.contains(&format!("'{user}'@'%'")),
+        "{}",
+        sql.content
+    );
+    assert!(sql.content.contains(&password));
+    let dest = dest_of(&config_json(&files, "mariadb"), &sql.name);
+    let galera = file(&files, "mariadb", "galera.cnf");
+    assert!(
+        galera.contains(&format!("init_file = {dest}\n")),
+        "{galera}"
+    );
+
+    // Compose: the same env, the password from a 0600 env file, never in compose.yaml.
+    let b = compose::render(&config).unwrap();
+    assert!(!b.to_yaml().contains(&password));
+    let doc: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap();
+    let svc = &doc["services"]["mariadb"];
+    assert_eq!(svc["environment"]["MYSQL_USERNAME"], user.as_str());
+    assert!(svc["environment"].get("MYSQL_PASSWORD").is_none());
+    let env_file = svc["env_file"][0].as_str().expect("an env_file");
+    let path = env_file.trim_start_matches("./config/");
+    let (dir, name) = path.rsplit_once('/').unwrap();
+    let f = b
+        .config_dirs
+        .iter()
+        .find(|d| d.path == dir)
+        .and_then(|d| d.files.iter().find(|f| f.name == name))
+        .unwrap_or_else(|| panic!("no {env_file} among the config files"));
+    assert!(f.secret, "mode 0600");
+    assert_eq!(f.content, format!("MYSQL_PASSWORD=\"{password}\"\n"));
 }
