@@ -341,8 +341,28 @@ impl Ctx<'_> {
                 self.apply_objects(step).await.map_err(cluster_err)
             }
             StepKind::Job { job, .. } => {
-                // A Job is never re-created: if it exists it already ran or is running.
-                let writes = self.apply_objects(step).await.map_err(cluster_err)?;
+                // A Job that succeeded or still runs is never re-created. One that failed is
+                // deleted and run again: its spec is the same, so without this every later
+                // deploy would fail on it until someone deleted it by hand.
+                let mut writes = 0;
+                if let Some(existing) = self.cluster.get(job).await.map_err(cluster_err)?
+                    && let Some(Err(reason)) = crate::status::job_finished(&existing)
+                {
+                    tracing::info!(job = %job, %reason, "running a failed Job again");
+                    self.cluster.delete(job).await.map_err(cluster_err)?;
+                    let again = step
+                        .objects
+                        .iter()
+                        .map(|&i| &self.plan.objects[i])
+                        .filter(|o| o.action == Action::Unchanged)
+                        .filter(|o| crate::cluster::ObjectRef::of(&o.desired.manifest) == *job);
+                    for o in again {
+                        self.apply(&o.desired.manifest).await.map_err(cluster_err)?;
+                        writes += 1;
+                    }
+                    writes += 1;
+                }
+                writes += self.apply_objects(step).await.map_err(cluster_err)?;
                 let outcome = self
                     .wait(job, Condition::JobSucceeded, step.timeout)
                     .await

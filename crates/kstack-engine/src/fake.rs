@@ -260,6 +260,16 @@ impl Cluster for FakeCluster {
         };
         let mut i = self.lock();
         i.waiting -= 1;
+        // A failed Job carries its Failed condition, as the Job controller writes it.
+        if let (WaitOutcome::Failed(reason), Condition::JobSucceeded) = (&outcome, condition)
+            && let Some(o) = i.objects.get_mut(r)
+        {
+            let (kind, message) = reason.split_once(": ").unwrap_or((reason.as_str(), ""));
+            o["status"] = json!({
+                "failed": 1,
+                "conditions": [{"type": "Failed", "status": "True", "reason": kind, "message": message}],
+            });
+        }
         if outcome == WaitOutcome::Met {
             self.note(&mut i, format!("ready {r}"));
             i.ready.insert(r.clone());

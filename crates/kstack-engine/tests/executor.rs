@@ -475,3 +475,29 @@ async fn transient_cluster_errors_are_retried_and_permanent_ones_are_not() {
     );
     assert_eq!(report.retries, 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_job_runs_again_on_the_next_deploy() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    fake.set_behaviour("mariadb", Behaviour::JobFails);
+    let (_, failed) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(!failed.succeeded());
+    // The cause is fixed (say, a network route); the Job's spec is the same, so only running
+    // it again can succeed.
+    fake.set_behaviour("mariadb", Behaviour::ReadyAfter(Duration::ZERO));
+    let before = fake.log().len();
+    let (_, report) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(report.succeeded(), "{:?}", report.failures);
+    let log: Vec<String> = fake.log()[before..].iter().map(|e| e.what.clone()).collect();
+    let deleted = log
+        .iter()
+        .position(|w| w.starts_with("delete Job/") && w.contains("mariadb-bootstrap"));
+    let created = log
+        .iter()
+        .rposition(|w| w.starts_with("apply Job/") && w.contains("mariadb-bootstrap"));
+    assert!(
+        matches!((deleted, created), (Some(d), Some(c)) if d < c),
+        "the failed Job was not deleted and created again: {log:?}"
+    );
+}
