@@ -5,6 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The cloud's images (cached by their inputs) build in the background while the compilers run:
+# the real-node end-to-end test needs them. Their log is kept for a failure.
+images_log=$(mktemp -t kstack-images.XXXXXX.log)
+bash hack/images.sh >"$images_log" 2>&1 &
+images_pid=$!
+trap 'kill $images_pid 2>/dev/null || true' EXIT
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
@@ -46,10 +53,20 @@ if [ -z "${KSTACK_DEV_PORT_BASE:-}" ]; then
     if [ $ok = 1 ]; then export KSTACK_DEV_PORT_BASE=$base; break; fi
   done
 fi
-trap 'bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
+trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
 bash hack/devcluster.sh down >/dev/null 2>&1 || true
+# Simulated nodes for what Kubernetes decides, and the real node (role labels
+# kstack.io/real-role-*) for what the containers decide.
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
-export KSTACK_E2E_KUBECONFIG
+export KSTACK_E2E_KUBECONFIG KSTACK_E2E_REAL_ROLE_PREFIX=kstack.io/real-role-
+echo "== the cloud's images (hack/images.sh, started at the beginning)"
+if ! wait "$images_pid"; then
+  echo "building the images failed; last lines of $images_log:" >&2
+  tail -n 40 "$images_log" >&2
+  exit 1
+fi
+grep -E '^(images|kstack images)' "$images_log" | tail -n 5 || true
+bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
 cargo test -p kstack-e2e
 

@@ -17,6 +17,19 @@ use crate::{TempNamespace, client};
 /// them out and can run in parallel.
 pub const NO_HOST_NETWORK: &str = "enable_nova: \"no\"\nenable_neutron: \"no\"\nenable_openvswitch: \"no\"\nenable_placement: \"yes\"\n";
 
+/// Globals that put a cloud on the dev cluster's real node, with the images `hack/images.sh`
+/// built and imported there (`kstack.local/kolla/*:2025.1-debian-bookworm`): the node's role
+/// label prefix (`$KSTACK_E2E_REAL_ROLE_PREFIX`, default `kstack.io/real-role-`, what
+/// `kstack dev up` gives the real node beside simulated ones) and its hostPath volume class.
+pub fn real_node_globals() -> String {
+    let prefix = std::env::var("KSTACK_E2E_REAL_ROLE_PREFIX")
+        .unwrap_or_else(|_| "kstack.io/real-role-".to_owned());
+    format!(
+        "kolla_base_distro: debian\ndocker_registry: kstack.local\ndocker_namespace: kolla\n\
+         kstack_role_label_prefix: \"{prefix}\"\nkstack_storage_class: kstack-real-node\n"
+    )
+}
+
 pub fn kstack_bin() -> anyhow::Result<PathBuf> {
     let path = match std::env::var_os("KSTACK_BIN") {
         Some(p) => PathBuf::from(p),
