@@ -75,17 +75,19 @@ fi
 export KSTACK_CONFIG_DIR=$work/cloud
 "$bin" init "$work/cloud" >/dev/null 2>&1
 "$bin" genpwd >/dev/null 2>&1
-"$bin" template --target compose >"$work/default.yaml" 2>/dev/null
+# With the config directories (-o): the loader reads the env files (env_file) they hold.
+"$bin" template --target compose -o "$work/default" 2>/dev/null
 printf '\nenable_cinder: "yes"\n' >>"$work/cloud/globals.yml"
 "$bin" template --target compose -o "$work/all" 2>/dev/null
-validate "$work/default.yaml" "$work/all/compose.yaml"
+validate "$work/default/compose.yaml" "$work/all/compose.yaml"
 
 # The checks must be able to fail: a restart policy that is not a string breaks the schema, a
 # dependency on a service that does not exist breaks the project.
-sed 's/^    restart: always$/    restart: 7/' "$work/default.yaml" >"$work/broken-schema.yaml"
-sed 's/^      mariadb:$/      mariadb-missing:/' "$work/default.yaml" >"$work/broken-ref.yaml"
-for broken in "$work/broken-schema.yaml" "$work/broken-ref.yaml"; do
-    if cmp -s "$work/default.yaml" "$broken"; then
+# Beside the good file, so everything it refers to is there.
+sed 's/^    restart: always$/    restart: 7/' "$work/default/compose.yaml" >"$work/default/broken-schema.yaml"
+sed 's/^      mariadb:$/      mariadb-missing:/' "$work/default/compose.yaml" >"$work/default/broken-ref.yaml"
+for broken in "$work/default/broken-schema.yaml" "$work/default/broken-ref.yaml"; do
+    if cmp -s "$work/default/compose.yaml" "$broken"; then
         echo "compose-validate: could not break $(basename "$broken")" >&2
         exit 1
     fi
