@@ -1,7 +1,11 @@
-//! `kstack verify` without a cloud: an unreachable Keystone fails the first step with exit 4,
-//! naming the URL it called, never printing the admin password; an invalid config exits 2
-//! before any call; `--help` documents the exit codes with an example.
+//! `kstack verify` through the binary: against the fake OpenStack of `kstack_verify::fake` a
+//! healthy cloud exits 0 with the table, a failing upload exits 4 naming the call; an
+//! unreachable Keystone fails the first step with exit 4, naming the URL it called; the admin
+//! password is never printed; an invalid config exits 2 before any call; `--help` documents
+//! the exit codes with an example.
 use std::process::Command;
+
+use kstack_verify::fake;
 
 fn kstack(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kstack"))
@@ -41,6 +45,141 @@ fn admin_password(dir: &std::path::Path) -> String {
     let value = line.split_once(':').unwrap().1.trim().trim_matches('"');
     assert!(value.len() >= 20, "genpwd filled it: {line}");
     value.to_owned()
+}
+
+fn set_admin_password(dir: &std::path::Path, password: &str) {
+    let path = dir.join("passwords.yml");
+    let text: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.starts_with("keystone_admin_password:") {
+                format!("keystone_admin_password: \"{password}\"")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+}
+
+/// The fake cloud (served by a runtime that lives as long as the returned value) and the
+/// flags that point `kstack verify` at it.
+fn fake_cloud(faults: Vec<fake::Fault>) -> (tokio::runtime::Runtime, fake::Shared, Vec<String>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let shared = rt.block_on(fake::start());
+    let base = {
+        let mut st = shared.lock().unwrap();
+        st.faults = faults;
+        st.base.clone()
+    };
+    let flags = vec![
+        "--os-auth-url".to_owned(),
+        format!("{base}/identity"),
+        "--horizon-url".to_owned(),
+        format!("{base}/dashboard"),
+        "--timeout".to_owned(),
+        "60".to_owned(),
+        "--kubeconfig".to_owned(),
+        "/nonexistent/kubeconfig".to_owned(),
+    ];
+    (rt, shared, flags)
+}
+
+#[test]
+fn a_healthy_cloud_passes_with_exit_0_and_leaves_nothing_behind() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-c\"\n");
+    set_admin_password(tmp.path(), fake::ADMIN_PASSWORD);
+    let (_rt, cloud, flags) = fake_cloud(Vec::new());
+    let mut args = vec!["verify", "--config-dir", tmp.path().to_str().unwrap()];
+    args.extend(flags.iter().map(String::as_str));
+    let out = kstack(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for step in [
+        "token",
+        "endpoints",
+        "project-user",
+        "image",
+        "network",
+        "flavor",
+        "server",
+        "stack",
+        "horizon",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(step))
+            .unwrap_or_else(|| panic!("no row {step}: {stdout}"));
+        assert_eq!(row.split_whitespace().nth(1), Some("ok"), "{row}");
+    }
+    let cleanup = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("cleanup"))
+        .unwrap();
+    assert!(
+        cleanup.contains("ok") && cleanup.contains("deleted 8 resources"),
+        "{cleanup}"
+    );
+    assert!(
+        stdout.contains("passed: 9 ok, 0 skipped, 0 failed, 0 not run; total "),
+        "{stdout}"
+    );
+    // The services kstack's catalog registers, and no more, were probed.
+    assert!(stdout.contains("6 public endpoints answer"), "{stdout}");
+    assert_eq!(cloud.lock().unwrap().leftovers(), Vec::<String>::new());
+    assert!(!stdout.contains(fake::ADMIN_PASSWORD) && !stderr.contains(fake::ADMIN_PASSWORD));
+}
+
+#[test]
+fn a_failing_upload_exits_4_naming_the_call_and_cleans_up() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-d\"\nenable_heat: \"no\"\n");
+    set_admin_password(tmp.path(), fake::ADMIN_PASSWORD);
+    let (_rt, cloud, flags) = fake_cloud(vec![fake::Fault {
+        method: "PUT".into(),
+        path: "/file".into(),
+        status: 413,
+        body: r#"{"message": "Image exceeds the storage quota"}"#.into(),
+        echo: false,
+    }]);
+    let mut args = vec!["verify", "--config-dir", tmp.path().to_str().unwrap()];
+    args.extend(flags.iter().map(String::as_str));
+    let out = kstack(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    assert!(stderr.contains("error: step `image` failed"), "{stderr}");
+    assert!(
+        stderr.contains("call:     PUT /image/v2/images/image-"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("status:   HTTP 413"), "{stderr}");
+    assert!(
+        stderr.contains("message:  Image exceeds the storage quota"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("services: glance-api"), "{stderr}");
+    let row = |step: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(step))
+            .unwrap_or_else(|| panic!("no row {step}: {stdout}"))
+            .to_owned()
+    };
+    assert!(row("image").contains("failed"), "{stdout}");
+    assert!(row("network").contains("not-run"), "{stdout}");
+    // Heat is disabled in globals.yml: skipped, after the failure too.
+    assert!(
+        row("stack").contains("skipped") && row("stack").contains("heat not enabled"),
+        "{stdout}"
+    );
+    assert!(row("cleanup").contains("deleted 3 resources"), "{stdout}");
+    assert!(
+        stdout.contains("FAILED: 3 ok, 1 skipped, 1 failed, 4 not run"),
+        "{stdout}"
+    );
+    assert_eq!(cloud.lock().unwrap().leftovers(), Vec::<String>::new());
 }
 
 #[test]
@@ -192,6 +331,49 @@ fn an_empty_admin_password_exits_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("keystone_admin_password"), "{stderr}");
+}
+
+#[test]
+fn resolve_reaches_service_names_without_dns() {
+    // The default auth URL, keystone.cloud-e.svc, reaches the fake through --resolve.
+    let tmp = config_dir(
+        "kubernetes_namespace: \"cloud-e\"\nenable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n",
+    );
+    set_admin_password(tmp.path(), fake::ADMIN_PASSWORD);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cloud = rt.block_on(fake::start());
+    let port = {
+        let mut st = cloud.lock().unwrap();
+        let port = st.base.rsplit(':').next().unwrap().to_owned();
+        st.base = format!("http://keystone.cloud-e.svc:{port}");
+        port
+    };
+    let auth = format!("http://keystone.cloud-e.svc:{port}/identity");
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "--os-auth-url",
+        &auth,
+        "--resolve",
+        "keystone.cloud-e.svc=127.0.0.1",
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("passed: 3 ok, 6 skipped"), "{stdout}");
+    let out = kstack(&[
+        "verify",
+        "--config-dir",
+        d,
+        "--resolve",
+        "keystone.cloud-e.svc",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("want HOST=ADDR"));
 }
 
 #[test]

@@ -1,10 +1,10 @@
-//! A small fake OpenStack on 127.0.0.1 for the verify tests: Keystone, Glance, Nova, Neutron,
+//! A small fake OpenStack on 127.0.0.1 for tests of verify (this crate's and the CLI's; feature
+//! `fake`): Keystone, Glance, Nova, Neutron,
 //! Heat, Placement and Horizon's login page behind path prefixes of one axum server, with the
 //! state a run changes (so a test can check that cleanup removed everything) and injectable
 //! faults. It enforces what the real services would refuse and a careless cleanup would hit:
 //! unknown tokens, a router deleted with a subnet still attached, a subnet or network deleted
 //! while in use.
-#![allow(dead_code)]
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +21,7 @@ pub const ADMIN_PROJECT_ID: &str = "p-admin";
 /// A response the fake gives instead of its normal one.
 #[derive(Clone, Debug)]
 pub struct Fault {
-    pub method: &'static str,
+    pub method: String,
     /// The request path must contain this.
     pub path: String,
     pub status: u16,

@@ -4,6 +4,8 @@
 //! Bodies are never logged and never put into an error, except the error message a service
 //! sent back; the caller redacts the secrets it knows from every report (see
 //! [`crate::Redactor`]), in case a service echoes one.
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -78,13 +80,17 @@ pub(crate) struct Api {
 }
 
 impl Api {
-    pub fn new(request_timeout: Duration) -> Api {
-        let client = reqwest::Client::builder()
+    /// A client with a time limit per call and host names resolved from `resolve` first.
+    pub fn new(request_timeout: Duration, resolve: &BTreeMap<String, IpAddr>) -> Api {
+        let mut builder = reqwest::Client::builder()
             .timeout(request_timeout)
             .connect_timeout(request_timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("kstack-verify/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
+            .user_agent(concat!("kstack-verify/", env!("CARGO_PKG_VERSION")));
+        for (host, ip) in resolve {
+            // Port 0: the URL's port is used.
+            builder = builder.resolve(host, SocketAddr::new(*ip, 0));
+        }
+        let client = builder.build().unwrap_or_else(|_| reqwest::Client::new());
         Api { client }
     }
 

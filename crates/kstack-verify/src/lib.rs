@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 mod cleanup;
+#[cfg(feature = "fake")]
+pub mod fake;
 mod http;
 mod steps;
 
@@ -116,6 +118,9 @@ pub struct Settings {
     pub prefix: String,
     /// The subnet of the scratch network.
     pub cidr: String,
+    /// Host names to reach at a given address instead of asking DNS (a host outside the
+    /// cluster: the catalog names Kubernetes Services, `glance-api.openstack.svc`).
+    pub resolve: BTreeMap<String, std::net::IpAddr>,
     /// More values to keep out of every report and event (e.g. every passwords.yml value, in
     /// case a service echoes one in an error), besides the two passwords.
     pub secrets: Vec<Password>,
@@ -146,6 +151,7 @@ impl Settings {
             image_bytes: 4 << 20,
             prefix: random_prefix(),
             cidr: "10.99.0.0/24".to_owned(),
+            resolve: BTreeMap::new(),
             secrets: Vec::new(),
         }
     }
@@ -436,7 +442,7 @@ pub async fn run(
                     services: Vec::new(),
                 }
             } else {
-                not_run(*step, "run interrupted")
+                skipped(settings, *step).unwrap_or_else(|| not_run(*step, "run interrupted"))
             };
             on_event(Event::Finished(&r));
             reports.push(r);
@@ -457,6 +463,22 @@ pub async fn run(
         cleanup,
         seconds: started.elapsed().as_secs_f64(),
     }
+}
+
+/// The report of a step whose service is disabled, `None` when all it needs is enabled.
+fn skipped(settings: &Settings, step: Step) -> Option<StepReport> {
+    let p = step
+        .projects()
+        .iter()
+        .find(|p| !settings.project_enabled(p))?;
+    Some(StepReport {
+        step,
+        result: Outcome::Skipped,
+        seconds: 0.0,
+        detail: format!("{p} not enabled"),
+        call: None,
+        services: Vec::new(),
+    })
 }
 
 fn not_run(step: Step, why: &str) -> StepReport {

@@ -10,7 +10,9 @@ use sha2::{Digest, Sha256};
 
 use crate::cleanup::{Created, Kind, Owner};
 use crate::http::{Api, Body, CallError, status_error};
-use crate::{Event, Outcome, Password, Redactor, Settings, Step, StepReport, not_run, secs};
+use crate::{
+    Event, Outcome, Password, Redactor, Settings, Step, StepReport, not_run, secs, skipped,
+};
 
 /// Why a step failed.
 pub(crate) struct Failure {
@@ -79,7 +81,7 @@ impl<'a> Run<'a> {
         }
         Run {
             s,
-            api: Api::new(s.request_timeout),
+            api: Api::new(s.request_timeout, &s.resolve),
             redactor,
             step_started: None,
             keystone,
@@ -101,17 +103,11 @@ impl<'a> Run<'a> {
     ) {
         let mut failed: Option<Step> = None;
         for step in Step::ALL {
-            let report = if let Some(f) = failed {
+            // A disabled service's step is skipped even after a failure: that says more.
+            let report = if let Some(r) = skipped(self.s, step) {
+                r
+            } else if let Some(f) = failed {
                 not_run(step, &format!("{f} failed"))
-            } else if let Some(p) = step.projects().iter().find(|p| !self.s.project_enabled(p)) {
-                StepReport {
-                    step,
-                    result: Outcome::Skipped,
-                    seconds: 0.0,
-                    detail: format!("{p} not enabled"),
-                    call: None,
-                    services: Vec::new(),
-                }
             } else {
                 on_event(Event::Started(step));
                 let started = Instant::now();

@@ -1,14 +1,12 @@
-//! The verify steps and their cleanup against a fake OpenStack (tests/fake): a healthy cloud
+//! The verify steps and their cleanup against the fake OpenStack of `kstack_verify::fake`: a healthy cloud
 //! passes and is left as it was; a failing call stops the steps after it, is named in the
 //! report, and everything made before it is still deleted; disabled services are skipped and
 //! never called; cancellation cleans up; no password ever appears in a report.
-mod fake;
-
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fake::{ADMIN_PASSWORD, Fault, Shared};
+use kstack_verify::fake::{self, ADMIN_PASSWORD, Fault, Shared};
 use kstack_verify::{Event, Outcome, Password, Report, ServiceInfo, Settings, Step};
 
 fn services(disabled: &[&str]) -> BTreeMap<String, ServiceInfo> {
@@ -161,7 +159,7 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
 async fn a_failing_image_upload_stops_later_steps_names_the_call_and_still_cleans_up() {
     let fake = fake::start().await;
     fake.lock().unwrap().faults.push(Fault {
-        method: "PUT",
+        method: "PUT".into(),
         path: "/file".into(),
         status: 500,
         body: r#"{"message": "store full: 0 bytes left on /var/lib/glance"}"#.into(),
@@ -230,7 +228,7 @@ async fn cleanup_errors_are_reported_without_hiding_the_first_failure() {
         st.server_fault =
             Some("No valid host was found. There are not enough hosts available.".into());
         st.faults.push(Fault {
-            method: "DELETE",
+            method: "DELETE".into(),
             path: "/compute/v2.1/flavors/".into(),
             status: 503,
             body:
@@ -438,7 +436,7 @@ async fn passwords_echoed_by_a_service_never_reach_the_report() {
     // A broken Keystone that echoes the request body, admin password included, in its error.
     let fake = fake::start().await;
     fake.lock().unwrap().faults.push(Fault {
-        method: "POST",
+        method: "POST".into(),
         path: "/identity/v3/auth/tokens".into(),
         status: 401,
         body: "rejected (mysql://keystone:Db-s3cret-of-keystone@mariadb): ".into(),
@@ -461,7 +459,7 @@ async fn passwords_echoed_by_a_service_never_reach_the_report() {
     // One that echoes the user creation, with the scratch user's generated password.
     let fake = fake::start().await;
     fake.lock().unwrap().faults.push(Fault {
-        method: "POST",
+        method: "POST".into(),
         path: "/identity/v3/users".into(),
         status: 400,
         body: "bad user: ".into(),
@@ -503,5 +501,37 @@ async fn an_unreachable_keystone_fails_the_token_step_naming_the_url() {
         failed.detail
     );
     assert_eq!(failed.services, ["keystone"]);
+    assert_eq!(failed.call.as_ref().unwrap().status, None);
+}
+
+#[tokio::test]
+async fn service_names_resolve_through_the_given_addresses() {
+    // The catalog and the auth URL name hosts no DNS knows, as cluster Service names are
+    // outside the cluster; `resolve` maps them.
+    let fake = fake::start().await;
+    let port = {
+        let mut st = fake.lock().unwrap();
+        let port = st.base.rsplit(':').next().unwrap().to_owned();
+        st.base = format!("http://keystone.cloud.svc:{port}");
+        port
+    };
+    let mut s = settings(&fake, &["horizon"]);
+    s.auth_url = format!("http://keystone.cloud.svc:{port}/identity");
+    s.resolve.insert(
+        "keystone.cloud.svc".into(),
+        std::net::IpAddr::from([127, 0, 0, 1]),
+    );
+    let (report, _) = verify(&s).await;
+    assert!(report.passed, "{report:#?}");
+    // Without the map the name does not resolve.
+    s.resolve.clear();
+    let (report, _) = verify(&s).await;
+    let failed = report.failed_step().unwrap();
+    assert_eq!(failed.step, Step::Token);
+    assert!(
+        failed.detail.contains("keystone.cloud.svc"),
+        "{}",
+        failed.detail
+    );
     assert_eq!(failed.call.as_ref().unwrap().status, None);
 }

@@ -34,6 +34,7 @@ Examples:
   kstack verify --config-dir ./mycloud
   kstack verify --os-auth-url http://10.96.12.34:5000 --horizon-url http://10.96.80.1 -o json
   kstack verify --interface internal --timeout 600
+  kstack verify --resolve keystone.openstack.svc=10.96.0.20 --resolve glance-api.openstack.svc=10.96.0.21
 
 Steps, in order: token (POST /v3/auth/tokens as the admin); endpoints (every catalog endpoint
 of an enabled service answers, anything but 5xx); project-user (a project and a user with the
@@ -48,7 +49,7 @@ order at the end, also after a failure or Ctrl-C (Ctrl-C twice stops the cleanup
 Keystone is reached at its Service, http://keystone.<namespace>.svc:5000, unless
 --os-auth-url says otherwise (from a host that does not resolve cluster DNS: the ClusterIP, a
 port-forward or an ingress). The other services are reached at the endpoints in the token's
-catalog. When a step fails, the report names the call (method, URL, HTTP status, the
+catalog, Service names too: --resolve NAME=ADDR reaches them without the cluster's DNS. When a step fails, the report names the call (method, URL, HTTP status, the
 service's message) and, when a kubeconfig works, shows the last 20 log lines of the pods of
 the service behind it.
 
@@ -83,6 +84,10 @@ pub struct Args {
     /// Service of the namespace, http://horizon.<namespace>.svc:80).
     #[arg(long, value_name = "URL")]
     pub horizon_url: Option<String>,
+    /// Reach HOST at ADDR instead of asking DNS, e.g. a Service name at its ClusterIP from a
+    /// host that does not use the cluster's DNS (repeat for each host in the catalog).
+    #[arg(long, value_name = "HOST=ADDR", value_parser = parse_resolve)]
+    pub resolve: Vec<(String, std::net::IpAddr)>,
     /// Time limit in seconds of each wait: image active, server ACTIVE and gone, stack
     /// complete and gone.
     #[arg(long, value_name = "SECS", default_value_t = 300,
@@ -142,7 +147,22 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
         kstack_render::tasks::service_url(config, Target::Kubernetes, "horizon", "http", 80)
     }));
     s.timeout = Duration::from_secs(args.timeout);
+    s.resolve = args.resolve.iter().cloned().collect();
     s
+}
+
+/// `HOST=ADDR` of `--resolve`.
+fn parse_resolve(v: &str) -> Result<(String, std::net::IpAddr), String> {
+    let (host, addr) = v
+        .split_once('=')
+        .ok_or_else(|| format!("`{v}`: want HOST=ADDR, e.g. keystone.openstack.svc=10.96.0.20"))?;
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("`{addr}` is not an IP address"))?;
+    if host.is_empty() {
+        return Err(format!("`{v}`: the host is empty"));
+    }
+    Ok((host.to_owned(), addr))
 }
 
 /// Every catalog service: its project, whether globals.yml enables it, and the service type
