@@ -5,9 +5,11 @@
 pub mod cluster;
 pub mod logs;
 pub mod nodes;
+pub mod services;
 
 pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
 pub use logs::{PodLog, pod_logs};
+pub use services::service_addresses;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};

@@ -151,6 +151,9 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
     s
 }
 
+/// The cluster's DNS domain, under which Service names also resolve.
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
 /// `HOST=ADDR` of `--resolve`.
 fn parse_resolve(v: &str) -> Result<(String, std::net::IpAddr), String> {
     let (host, addr) = v
@@ -210,10 +213,29 @@ struct Output<'a> {
 async fn verify(
     args: Args,
     config: Config,
-    settings: Settings,
+    mut settings: Settings,
     redactor: Redactor,
 ) -> anyhow::Result<ExitCode> {
     let tty = std::io::stderr().is_terminal();
+    // The catalog names the cloud's Services (`<service>.<namespace>.svc`): with a cluster at
+    // hand, they are reached at their ClusterIPs, so verify runs from any machine on the
+    // cluster's network without its DNS. `--resolve` wins.
+    if let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await {
+        let ns = &config.globals.kubernetes_namespace;
+        match kstack_kube::service_addresses(&client, ns).await {
+            Ok(found) => {
+                for (name, ip) in found {
+                    for host in [
+                        format!("{name}.{ns}.svc"),
+                        format!("{name}.{ns}.svc.{CLUSTER_DOMAIN}"),
+                    ] {
+                        settings.resolve.entry(host).or_insert(ip);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("no Service addresses from the cluster: {e}"),
+        }
+    }
     eprintln!(
         "kstack verify: {} as {} in project {}, region {}, {} endpoints; resources named {}",
         settings.auth_url,
