@@ -14,7 +14,7 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 /// The services of the real-node cloud, on top of the node globals.
-const REAL_CLOUD: &str = "enable_openstack_core: \"no\"\nenable_mariadb: \"yes\"\nenable_memcached: \"yes\"\nenable_rabbitmq: \"yes\"\nenable_keystone: \"yes\"\nenable_glance: \"yes\"\nenable_placement: \"yes\"\nkstack_timeouts: {default: 900}\n";
+const REAL_CLOUD: &str = "enable_openstack_core: \"no\"\nenable_mariadb: \"yes\"\nenable_memcached: \"yes\"\nenable_rabbitmq: \"yes\"\nenable_keystone: \"yes\"\nenable_glance: \"yes\"\nenable_placement: \"yes\"\nenable_heat: \"yes\"\nenable_horizon: \"yes\"\nkstack_timeouts: {default: 900}\n";
 
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
@@ -75,8 +75,9 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
             .unwrap_or_default()
     };
     // What the enabled services can show: a token, every endpoint answering, a project and
-    // user of their own, an image round trip with the same checksum.
-    for step in ["token", "endpoints", "project-user", "image"] {
+    // user of their own, an image round trip with the same checksum, a Heat stack created and
+    // deleted, Horizon's login form.
+    for step in ["token", "endpoints", "project-user", "image", "stack", "horizon"] {
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
