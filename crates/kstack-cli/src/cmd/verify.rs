@@ -49,7 +49,8 @@ order at the end, also after a failure or Ctrl-C (Ctrl-C twice stops the cleanup
 Keystone is reached at its Service, http://keystone.<namespace>.svc:5000, unless
 --os-auth-url says otherwise (from a host that does not resolve cluster DNS: the ClusterIP, a
 port-forward or an ingress). The other services are reached at the endpoints in the token's
-catalog, Service names too: --resolve NAME=ADDR reaches them without the cluster's DNS. When a step fails, the report names the call (method, URL, HTTP status, the
+catalog. Those name the cloud's Services: when a kubeconfig works, verify reaches them at their
+ClusterIPs (a host on the cluster network needs no cluster DNS); --resolve NAME=ADDR wins. When a step fails, the report names the call (method, URL, HTTP status, the
 service's message) and, when a kubeconfig works, shows the last 20 log lines of the pods of
 the service behind it.
 
@@ -222,8 +223,15 @@ async fn verify(
     // cluster's network without its DNS. `--resolve` wins.
     if let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await {
         let ns = &config.globals.kubernetes_namespace;
-        match kstack_kube::service_addresses(&client, ns).await {
-            Ok(found) => {
+        // A kubeconfig of a cluster that does not answer must not hold up the checks.
+        let lookup = tokio::time::timeout(
+            Duration::from_secs(10),
+            kstack_kube::service_addresses(&client, ns),
+        );
+        match lookup.await {
+            Err(_) => tracing::debug!("no Service addresses: the cluster did not answer in 10 s"),
+            Ok(Err(e)) => tracing::debug!("no Service addresses from the cluster: {e}"),
+            Ok(Ok(found)) => {
                 for (name, ip) in found {
                     for host in [
                         format!("{name}.{ns}.svc"),
@@ -233,7 +241,6 @@ async fn verify(
                     }
                 }
             }
-            Err(e) => tracing::debug!("no Service addresses from the cluster: {e}"),
         }
     }
     eprintln!(
