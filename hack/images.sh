@@ -97,8 +97,10 @@ fi
 
 [ "$(id -u)" = 0 ] || die "needs root (it runs its own dockerd and debootstrap); run it with sudo"
 mkdir -p "$RESULTS" "$WHEELHOUSE/built"
-# One build at a time: the daemon, its sockets and the wheel server port are shared.
-exec 9>"$RESULTS/.lock"
+# One build at a time on the machine: the daemon's sockets and the wheel server port are shared
+# whatever KSTACK_CACHE says.
+mkdir -p "$RUN_DIR"
+exec 9>"$RUN_DIR.lock"
 flock -n 9 || { log "another images.sh is running; waiting for it"; flock 9; }
 if [ -f "$OUT/images.tar" ] && [ -f "$OUT/images.txt" ]; then
     echo "$OUT"
@@ -187,11 +189,13 @@ deb ${MIRROR%/debian}/debian-security $SUITE-security main
 EOF
 
 # --- our own containerd and dockerd --------------------------------------------------------------
-DOCKERD_PID= CONTAINERD_PID= WHEEL_PID=
+DOCKERD_PID= CONTAINERD_PID= WHEEL_PID= FETCH_PID= WHEELBUILD_PID=
 cleanup() {
     local rc=$?
     set +o errexit
     [ -n "$WHEEL_PID" ] && kill "$WHEEL_PID" 2>/dev/null
+    [ -n "$FETCH_PID" ] && kill "$FETCH_PID" 2>/dev/null
+    [ -n "$WHEELBUILD_PID" ] && kill "$WHEELBUILD_PID" 2>/dev/null
     if [ -n "$DOCKERD_PID" ] && kill "$DOCKERD_PID" 2>/dev/null; then
         for _ in $(seq 1 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
     fi
@@ -253,29 +257,6 @@ step "starting containerd and dockerd (data root $DOCKER_ROOT)" "$LOGS/daemons.l
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
 
-# --- the Debian base: debootstrap --variant=minbase, imported once -------------------------------
-BASE_KEY=$(printf '%s %s minbase' "$SUITE" "$MIRROR" | sha256sum | cut -c1-12)
-BASE_TAR=$RESULTS/base/debian-$SUITE-minbase-$BASE_KEY.tar
-BASE_IMAGE=kstack-build/debootstrap:$BASE_KEY
-if [ ! -f "$BASE_TAR" ]; then
-    make_rootfs() {
-        local dir=$WORK/rootfs
-        rm -rf "$dir" && mkdir -p "$dir" "$RESULTS/base"
-        debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR"
-        # No apt lists or package cache in the image; the builds fetch fresh lists.
-        rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/archives/*.deb
-        tar --numeric-owner -C "$dir" -cf "$BASE_TAR.tmp" .
-        mv "$BASE_TAR.tmp" "$BASE_TAR"
-        rm -rf "$dir"
-    }
-    step "debootstrap $SUITE (minbase) from $MIRROR" "$LOGS/debootstrap.log" make_rootfs
-fi
-if ! have_image "$BASE_IMAGE"; then
-    step "importing the base rootfs as $BASE_IMAGE" "$LOGS/import.log" \
-        docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        "$BASE_TAR" "$BASE_IMAGE"
-fi
-
 # --- the wheelhouse: every pinned wheel, downloaded on the host ----------------------------------
 # Prints the pins of requirements files that have no file in the wheelhouse (wheel or sdist).
 missing_pins() {
@@ -301,6 +282,7 @@ for path in sys.argv[2:]:
                 print(line)
 PY
 }
+FETCH_PID=
 missing_pins "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" > "$WORK/missing.txt"
 if [ -s "$WORK/missing.txt" ]; then
     fetch_wheels() {
@@ -315,8 +297,38 @@ if [ -s "$WORK/missing.txt" ]; then
             --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform linux_x86_64 \
             -r "$WORK/missing.txt" -d "$WHEELHOUSE"
     }
-    step "downloading $(wc -l < "$WORK/missing.txt") pinned packages from PyPI into $WHEELHOUSE" \
-        "$LOGS/wheelhouse.log" fetch_wheels
+    # In the background, while debootstrap runs: one waits on the network, the other on dpkg.
+    ( step "downloading $(wc -l < "$WORK/missing.txt") pinned packages from PyPI into $WHEELHOUSE" \
+        "$LOGS/wheelhouse.log" fetch_wheels ) &
+    FETCH_PID=$!
+fi
+
+# --- the Debian base: debootstrap --variant=minbase, imported once -------------------------------
+BASE_KEY=$(printf '%s %s minbase' "$SUITE" "$MIRROR" | sha256sum | cut -c1-12)
+BASE_TAR=$RESULTS/base/debian-$SUITE-minbase-$BASE_KEY.tar
+BASE_IMAGE=kstack-build/debootstrap:$BASE_KEY
+if [ ! -f "$BASE_TAR" ]; then
+    make_rootfs() {
+        local dir=$WORK/rootfs
+        rm -rf "$dir" && mkdir -p "$dir" "$RESULTS/base"
+        debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR"
+        # No apt lists or package cache in the image; the builds fetch fresh lists.
+        rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/archives/*.deb
+        tar --numeric-owner -C "$dir" -cf "$BASE_TAR.tmp" .
+        mv "$BASE_TAR.tmp" "$BASE_TAR"
+        rm -rf "$dir"
+    }
+    step "debootstrap $SUITE (minbase) from $MIRROR" "$LOGS/debootstrap.log" make_rootfs
+fi
+if ! have_image "$BASE_IMAGE"; then
+    step "importing the base rootfs as $BASE_IMAGE" "$LOGS/import.log" \
+        docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        "$BASE_TAR" "$BASE_IMAGE"
+fi
+
+if [ -n "$FETCH_PID" ]; then
+    wait "$FETCH_PID" || die "the wheelhouse is incomplete (the download failed, see above)"
+    FETCH_PID=
 fi
 
 # Pins PyPI has only as sdists are built into cp311 wheels in a throwaway builder container.
@@ -348,7 +360,9 @@ PY
 }
 wheel_missing "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" | sort -u > "$WORK/sdists.txt" \
     || die "the wheelhouse is incomplete (see above); delete $WHEELHOUSE and run again"
-if [ -s "$WORK/sdists.txt" ]; then
+# In the background, while kolla-base builds: only the venvs need these wheels.
+build_wheels() {
+    [ -s "$WORK/sdists.txt" ] || return 0
     if ! have_image "$BUILDER_IMAGE"; then
         mkdir -p "$WORK/builder"
         cat > "$WORK/builder/Dockerfile" <<EOF
@@ -374,18 +388,22 @@ EOF
     }
     step "building wheels from $(wc -l < "$WORK/sdists.txt") sdists ($(tr '\n' ' ' < "$WORK/sdists.txt"))" \
         "$LOGS/sdists.log" build_sdists
-fi
+}
+( build_wheels ) &
+WHEELBUILD_PID=$!
 
 # The builds install from the wheelhouse over loopback (they run with --network host): nothing is
 # copied into a layer and pip needs no index or TLS.
 if ! python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', $WHEEL_PORT))" 2>/dev/null; then
     die "port 127.0.0.1:$WHEEL_PORT for the wheel server is taken; set KSTACK_IMAGES_WHEEL_PORT"
 fi
-python3 -m http.server --bind 127.0.0.1 --directory "$WHEELHOUSE" "$WHEEL_PORT" >"$LOGS/wheel-server.log" 2>&1 9>&- &
-WHEEL_PID=$!
 WHEELS=http://127.0.0.1:$WHEEL_PORT
-for _ in $(seq 1 40); do curl -fso /dev/null "$WHEELS/" && break; sleep 0.25; done
-curl -fso /dev/null "$WHEELS/" || die "the wheel server did not start; see $LOGS/wheel-server.log"
+start_wheel_server() {
+    python3 -m http.server --bind 127.0.0.1 --directory "$WHEELHOUSE" "$WHEEL_PORT" >"$LOGS/wheel-server.log" 2>&1 9>&- &
+    WHEEL_PID=$!
+    for _ in $(seq 1 40); do curl -fso /dev/null "$WHEELS/" && break; sleep 0.25; done
+    curl -fso /dev/null "$WHEELS/" || die "the wheel server did not start; see $LOGS/wheel-server.log"
+}
 
 # --- Dockerfiles ---------------------------------------------------------------------------------
 # Our own Dockerfiles, producing what Kolla's 2025.1 Dockerfiles produce for these images: the same
@@ -728,8 +746,25 @@ build() {
         docker build --network host --force-rm -t "$target" -f "$df" "$CTX"
     BUILT[$name]=1
 }
+# Whether an image installs from the wheelhouse (a venv of its own or below openstack).
+needs_wheels() {
+    case $1 in openstack|kolla-toolbox) return 0 ;; esac
+    case ${PARENT[$1]} in
+        "$KB"/*:"$HASH") needs_wheels "$(echo "${PARENT[$1]#"$KB"/}" | cut -d: -f1)" ;;
+        *) return 1 ;;
+    esac
+}
 for image in "${IMAGES[@]}"; do
     [ -n "${PARENT[$image]:-}" ] || die "$image: no Dockerfile in images.sh"
+done
+# First what needs no wheels (kolla-base is the long one), while the wheels are built.
+for image in "${IMAGES[@]}"; do
+    needs_wheels "$image" || build "$image"
+done
+wait "$WHEELBUILD_PID" || die "building wheels from sdists failed (see above)"
+WHEELBUILD_PID=
+start_wheel_server
+for image in "${IMAGES[@]}"; do
     build "$image"
 done
 
