@@ -394,7 +394,8 @@ WHEELBUILD_PID=$!
 
 # The builds install from the wheelhouse over loopback (they run with --network host): nothing is
 # copied into a layer and pip needs no index or TLS.
-if ! python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', $WHEEL_PORT))" 2>/dev/null; then
+# (SO_REUSEADDR as http.server sets it: connections of an earlier run in TIME_WAIT do not count.)
+if ! python3 -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $WHEEL_PORT))" 2>/dev/null; then
     die "port 127.0.0.1:$WHEEL_PORT for the wheel server is taken; set KSTACK_IMAGES_WHEEL_PORT"
 fi
 WHEELS=http://127.0.0.1:$WHEEL_PORT
