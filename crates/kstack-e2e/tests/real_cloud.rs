@@ -29,7 +29,11 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     );
     let node = real.items[0].metadata.name.clone().context("node name")?;
 
-    let cloud = Cloud::new("kstack-real", &format!("{}{REAL_CLOUD}", real_node_globals())).await?;
+    let cloud = Cloud::new(
+        "kstack-real",
+        &format!("{}{REAL_CLOUD}", real_node_globals()),
+    )
+    .await?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "deploy failed: {report}\n{stderr}");
 
@@ -77,7 +81,14 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     // What the enabled services can show: a token, every endpoint answering, a project and
     // user of their own, an image round trip with the same checksum, a Heat stack created and
     // deleted, Horizon's login form.
-    for step in ["token", "endpoints", "project-user", "image", "stack", "horizon"] {
+    for step in [
+        "token",
+        "endpoints",
+        "project-user",
+        "image",
+        "stack",
+        "horizon",
+    ] {
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
