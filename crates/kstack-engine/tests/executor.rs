@@ -489,7 +489,10 @@ async fn a_failed_job_runs_again_on_the_next_deploy() {
     let before = fake.log().len();
     let (_, report) = run(&fake, &cfg, false, &Limits::default()).await;
     assert!(report.succeeded(), "{:?}", report.failures);
-    let log: Vec<String> = fake.log()[before..].iter().map(|e| e.what.clone()).collect();
+    let log: Vec<String> = fake.log()[before..]
+        .iter()
+        .map(|e| e.what.clone())
+        .collect();
     let deleted = log
         .iter()
         .position(|w| w.starts_with("delete Job/") && w.contains("mariadb-bootstrap"));
