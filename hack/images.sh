@@ -114,11 +114,15 @@ mkdir -p "$LOGS" "$WORK"
 START=$(date +%s)
 
 # step NAME LOG CMD...: runs CMD with its output in LOG; on failure names the step and the log.
+# CMD runs in a subshell of its own, started in the background and waited for: in an `if` or `||`
+# bash would ignore errexit inside CMD's functions, and a failed command would go unnoticed.
 step() {
-    local name=$1 logfile=$2 t0=$SECONDS
+    local name=$1 logfile=$2 t0=$SECONDS rc=0
     shift 2
     log "$name ..."
-    if ! "$@" >"$logfile" 2>&1; then
+    ( "$@" ) >"$logfile" 2>&1 &
+    wait $! || rc=$?
+    if [ "$rc" != 0 ]; then
         printf 'images.sh: error: %s failed; log: %s\n--- last lines of the log ---\n' "$name" "$logfile" >&2
         tail -n 25 "$logfile" >&2
         exit 1
@@ -189,24 +193,25 @@ deb ${MIRROR%/debian}/debian-security $SUITE-security main
 EOF
 
 # --- our own containerd and dockerd --------------------------------------------------------------
-DOCKERD_PID= CONTAINERD_PID= WHEEL_PID= FETCH_PID= WHEELBUILD_PID=
+WHEEL_PID= FETCH_PID= WHEELBUILD_PID=
 cleanup() {
     local rc=$?
     set +o errexit
     [ -n "$WHEEL_PID" ] && kill "$WHEEL_PID" 2>/dev/null
     [ -n "$FETCH_PID" ] && kill "$FETCH_PID" 2>/dev/null
     [ -n "$WHEELBUILD_PID" ] && kill "$WHEELBUILD_PID" 2>/dev/null
-    if [ -n "$DOCKERD_PID" ] && kill "$DOCKERD_PID" 2>/dev/null; then
-        for _ in $(seq 1 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
-    fi
-    if [ -n "$CONTAINERD_PID" ] && kill "$CONTAINERD_PID" 2>/dev/null; then
-        for _ in $(seq 1 20); do kill -0 "$CONTAINERD_PID" 2>/dev/null || break; sleep 0.5; done
-    fi
+    # The daemons were started by this run (under its lock); their pidfiles say which they are.
+    local pid name
+    for name in dockerd containerd; do
+        pid=$(cat "$RUN_DIR/$name.pid" 2>/dev/null)
+        if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+            for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        fi
+        rm -f "$RUN_DIR/$name.pid"
+    done
     # dockerd leaves its network namespace file and the private mount of its data root behind.
-    if [ -n "$DOCKERD_PID" ]; then
-        mountpoint -q "$RUN_DIR/exec/netns/default" 2>/dev/null && umount "$RUN_DIR/exec/netns/default"
-        mountpoint -q "$DOCKER_ROOT" && umount "$DOCKER_ROOT"
-    fi
+    mountpoint -q "$RUN_DIR/exec/netns/default" 2>/dev/null && umount "$RUN_DIR/exec/netns/default"
+    mountpoint -q "$DOCKER_ROOT" 2>/dev/null && umount "$DOCKER_ROOT"
     rm -rf "$WORK"
     exit "$rc"
 }
@@ -312,6 +317,7 @@ if [ ! -f "$BASE_TAR" ]; then
         local dir=$WORK/rootfs
         rm -rf "$dir" && mkdir -p "$dir" "$RESULTS/base"
         debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR"
+        [ -x "$dir/bin/sh" ] && [ -x "$dir/usr/bin/apt-get" ] || { echo "debootstrap left no usable rootfs in $dir"; return 1; }
         # No apt lists or package cache in the image; the builds fetch fresh lists.
         rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/archives/*.deb
         tar --numeric-owner -C "$dir" -cf "$BASE_TAR.tmp" .
