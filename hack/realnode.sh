@@ -209,15 +209,17 @@ pause_image() {
   rm -rf "$w"
 }
 
-# Imports an image archive (hack/images.sh's output) unless its images are all present.
+# Imports an image archive (hack/images.sh's output) unless this very archive was imported
+# before: the directory is named by the hash of the images' inputs, so a rebuild under the same
+# tags is imported again.
 import_images() { # import_images DIR_WITH_images.tar_AND_images.txt
-  local d=$1 have missing=0 ref
-  [ -f "$d/images.tar" ] && [ -f "$d/images.txt" ] || die "no image archive in $d (build it with: bash hack/images.sh)"
-  have=$(ctr -a "$SOCK" -n k8s.io images ls -q)
-  while read -r ref; do [ -n "$ref" ] && ! grep -qx "$ref" <<<"$have" && missing=$((missing + 1)); done <"$d/images.txt"
-  [ $missing -eq 0 ] && return 0
+  local d=$1 mark
+  [ -f "$d/images.tar" ] && [ -f "$d/images.txt" ] || die "no image archive in $d (build it with: kstack dev images)"
+  mark=$CTR_ROOT/kstack-imported/$(basename "$(cd "$d" && pwd)")
+  [ -f "$mark" ] && return 0
   say "importing $(wc -l <"$d/images.txt") images from $d into the real node's containerd"
   ctr -a "$SOCK" -n k8s.io images import "$d/images.tar" >/dev/null
+  mkdir -p "$(dirname "$mark")" && date -u +%FT%TZ >"$mark"
 }
 
 kubelet_up() {
