@@ -11,7 +11,7 @@ use rand::{CryptoRng, RngCore};
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use rsa::traits::PublicKeyParts;
 
-use crate::diagnostic::Diag;
+use crate::diagnostic::{Diag, Severity};
 use crate::passwords::{self, KNOWN_KEYS, Secret};
 use crate::yaml::parse_entries;
 
@@ -78,6 +78,29 @@ pub fn fill_with_bits<R: RngCore + CryptoRng>(
     // Validate first, so a broken file is reported and never rewritten.
     let parsed = passwords::parse(text)?;
     let entries = parse_entries(passwords::FILE, text, true)?;
+    // Keys are filled in place and missing ones appended at column 1: a file whose top-level
+    // keys are indented would no longer parse afterwards, so it is reported, not rewritten.
+    let indented: Vec<Diag> = entries
+        .iter()
+        .filter(|e| e.key_loc.column() > 1)
+        .take(1)
+        .map(|e| {
+            Diag::new(
+                Severity::Error,
+                passwords::FILE,
+                format!(
+                    "`{}` is indented: genpwd writes top-level keys at column 1",
+                    e.key
+                ),
+            )
+            .at(e.key_loc.line(), e.key_loc.column())
+            .field(e.key.clone())
+            .help("remove the indentation before the top-level keys")
+        })
+        .collect();
+    if !indented.is_empty() {
+        return Err(indented);
+    }
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let mut generated = Vec::new();
     let mut blocks = Vec::new();
@@ -134,6 +157,13 @@ pub fn fill_with_bits<R: RngCore + CryptoRng>(
     }
     let mut text = lines.join("\n");
     text.push('\n');
+    // Never hand back a file that does not load: the caller would write it over the old one.
+    if let Err(mut diags) = passwords::parse(&text) {
+        for d in &mut diags {
+            d.message = format!("genpwd could not fill this file's layout: {}", d.message);
+        }
+        return Err(diags);
+    }
     Ok(Filled { text, generated })
 }
 
@@ -286,5 +316,24 @@ mod tests {
     fn broken_file_is_not_rewritten() {
         let mut rng = StdRng::seed_from_u64(1);
         assert!(fill_with_bits("a: [\n", &mut rng, 1024).is_err());
+    }
+
+    /// Found by fuzzing: a file whose top-level keys are indented parses, but appending the
+    /// missing keys at column 1 broke it, and genpwd handed back a file that did not load.
+    #[test]
+    fn indented_top_level_keys_are_reported_not_rewritten() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let text = "# passwords\n  private_key: |\n    -----BEGIN PRIVATE KEY-----\n    MIIJ\n";
+        let diags = fill_with_bits(text, &mut rng, 512).expect_err("an indented file is refused");
+        let d = &diags[0];
+        assert_eq!(
+            (d.line, d.field.as_deref()),
+            (2, Some("private_key")),
+            "{d:?}"
+        );
+        assert!(d.message.contains("indented"), "{}", d.message);
+        // A file at column 1 is still filled, and what genpwd writes loads again.
+        let filled = fill_with_bits("database_password:\n", &mut rng, 512).expect("filled");
+        assert!(passwords::parse(&filled.text).is_ok());
     }
 }
