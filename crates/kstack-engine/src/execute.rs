@@ -594,15 +594,33 @@ pub async fn diagnose(cluster: &dyn Cluster, namespace: &str, selector: &str) ->
     out
 }
 
+/// Waiting reasons of a container whose image the node does not have and cannot get.
+const IMAGE_MISSING: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+];
+
 fn container_line(c: &Value) -> String {
     let name = c["name"].as_str().unwrap_or("?");
     let state = &c["state"];
     let mut s = if let Some(w) = state.get("waiting") {
-        format!("{name}: waiting {}", w["reason"].as_str().unwrap_or("?"))
+        let reason = w["reason"].as_str().unwrap_or("?");
+        let mut line = format!("{name}: waiting {reason}")
             + &w["message"]
                 .as_str()
                 .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
+                .unwrap_or_default();
+        if IMAGE_MISSING.contains(&reason) {
+            line.push_str(&format!(
+                "; the image {} is neither on the node nor pullable: on the dev cluster build \
+                 and import it (`kstack dev images`, then `kstack dev import DIR`), elsewhere \
+                 push it to the registry globals.yml names (docker_registry, docker_namespace)",
+                c["image"].as_str().unwrap_or("?")
+            ));
+        }
+        line
     } else if let Some(t) = state.get("terminated") {
         format!(
             "{name}: terminated {} (exit code {})",
@@ -737,4 +755,26 @@ pub async fn deploy(
     report.writes = ctx.writes.load(Ordering::Relaxed);
     report.retries = ctx.retries.load(Ordering::Relaxed);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_missing_image_is_named_with_the_command_that_builds_it() {
+        let c = json!({
+            "name": "keystone",
+            "image": "kstack.local/kolla/keystone:2025.1-debian-bookworm",
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+        });
+        let line = super::container_line(&c);
+        assert!(
+            line.contains("kstack.local/kolla/keystone:2025.1-debian-bookworm")
+                && line.contains("kstack dev images"),
+            "{line}"
+        );
+        let running = json!({"name": "keystone", "image": "x", "state": {"waiting": {"reason": "ContainerCreating"}}});
+        assert!(!super::container_line(&running).contains("kstack dev images"));
+    }
 }
