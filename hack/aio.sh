@@ -42,6 +42,7 @@ kstack_storage_class: kstack-real-node
 enable_nova: "no"
 enable_neutron: "no"
 enable_openvswitch: "no"
+enable_placement: "yes"
 G
 fi
 "$KSTACK" genpwd
