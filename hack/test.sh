@@ -65,7 +65,6 @@ if ! wait "$images_pid"; then
   tail -n 40 "$images_log" >&2
   exit 1
 fi
-grep -E '^(images|kstack images)' "$images_log" | tail -n 5 || true
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
 cargo test -p kstack-e2e
