@@ -37,9 +37,9 @@ lock() {
   "$tmp/uv/bin/uv" pip compile -q --no-header --no-annotate --python-version 3.11 \
     --python-platform x86_64-unknown-linux-gnu -c "$tmp/constraints.txt" \
     --build-constraints "$tmp/build-constraints.txt" "$@" -o "$tmp/out.txt"
-  # ovs comes from Debian's python3-openvswitch (system site packages), matching the OVS the
-  # images run, as Kolla's images do.
-  grep -v -e '^#' -e '^ovs==' "$tmp/out.txt"
+  # ovs (the Python OVSDB library) is PyPI's, as pinned: Debian's python3-openvswitch 3.1 is
+  # too old for ovsdbapp 2.11 (the agent's OVSDB connection fails `assert not self.txn`).
+  grep -v -e '^#' "$tmp/out.txt"
 }
 {
   echo "# The service venv of kstack's images (/var/lib/kolla/venv): hack/oslo/projects.txt plus"

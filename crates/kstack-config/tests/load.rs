@@ -19,11 +19,7 @@ fn unmodified_kolla_ansible_globals_loads_with_warnings_only() {
     let warned: Vec<_> = diags.iter().map(|d| d.field.clone().unwrap()).collect();
     assert_eq!(
         warned,
-        [
-            "neutron_plugin_agent",
-            "enable_haproxy",
-            "nova_compute_virt_type"
-        ]
+        ["neutron_plugin_agent", "enable_haproxy"]
     );
     assert_eq!(
         g.image_ref("keystone", "keystone"),
@@ -34,7 +30,7 @@ fn unmodified_kolla_ansible_globals_loads_with_warnings_only() {
         g.kolla_internal_vip_address.as_deref(),
         Some("10.10.10.254")
     );
-    // Variables kstack does not interpret are kept for templates.
+    // The hypervisor setting reaches the templates.
     assert_eq!(g.vars["nova_compute_virt_type"], "qemu");
     insta::assert_snapshot!(render_plain(&diags));
 }

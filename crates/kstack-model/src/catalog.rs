@@ -143,8 +143,35 @@ pub struct Container {
     /// seen by its health check too.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_env: BTreeMap<String, String>,
+    /// Plain env set only when a globals variable has a given value (the vswitchd container
+    /// skips Kolla's `modprobe openvswitch` when `ovs_datapath` is `netdev`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_when: Vec<EnvWhen>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+}
+
+/// Env that a container gets when the globals variable `var` equals `equals`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvWhen {
+    pub var: String,
+    pub equals: String,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Container {
+    /// The container's plain env for these globals variables: `env`, then every `env_when`
+    /// whose variable has the given value (a string, compared as written).
+    pub fn plain_env(&self, vars: &BTreeMap<String, serde_json::Value>) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        for w in &self.env_when {
+            if vars.get(&w.var).and_then(|v| v.as_str()) == Some(w.equals.as_str()) {
+                env.extend(w.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        env
+    }
 }
 
 /// A config.json `permissions` entry (kolla 2025.1 `kolla_set_configs`; a missing path is

@@ -37,6 +37,15 @@ pub const DISTROS: &[&str] = &["centos", "debian", "rocky", "ubuntu"];
 /// Values of `config_strategy` the images understand (`KOLLA_CONFIG_STRATEGY`).
 pub const CONFIG_STRATEGIES: &[&str] = &["COPY_ALWAYS", "COPY_ONCE"];
 
+/// Values of `nova_compute_virt_type` kstack renders: `kvm` needs hardware virtualization on
+/// the compute hosts; `qemu` emulates (TCG) and runs anywhere, slowly.
+pub const VIRT_TYPES: &[&str] = &["kvm", "qemu"];
+
+/// Values of `ovs_datapath`: `system` is the Open vSwitch kernel module; `netdev` is the
+/// userspace datapath, for hosts without the module (neutron's DHCP and L3 agents then plug
+/// their namespaces through veth pairs).
+pub const OVS_DATAPATHS: &[&str] = &["system", "netdev"];
+
 /// The roles a node can carry; each maps to the label `<kstack_role_label_prefix><role>=true`.
 pub const ROLES: &[&str] = &["control", "compute", "network", "storage"];
 
@@ -136,6 +145,8 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("config_strategy", "COPY_ALWAYS"),
         ("kubernetes_namespace", "openstack"),
         ("kstack_role_label_prefix", "kstack.io/role-"),
+        ("nova_compute_virt_type", "kvm"),
+        ("ovs_datapath", "system"),
     ] {
         m.insert(k.to_owned(), s(v));
     }
@@ -357,6 +368,8 @@ impl Globals {
         let keystone_admin_user = t.string("keystone_admin_user");
         let keystone_admin_project = t.string("keystone_admin_project");
         let config_strategy = t.one_of("config_strategy", CONFIG_STRATEGIES);
+        t.one_of("nova_compute_virt_type", VIRT_TYPES);
+        t.one_of("ovs_datapath", OVS_DATAPATHS);
         let kolla_internal_vip_address = t.opt_string("kolla_internal_vip_address");
         let kubernetes_namespace = t.string("kubernetes_namespace");
         let role_label_prefix = t.string("kstack_role_label_prefix");

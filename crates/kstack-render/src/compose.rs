@@ -330,7 +330,11 @@ impl SingleNode<'_> {
             ),
             ("KOLLA_SERVICE_NAME".to_owned(), c.name.replace('_', "-")),
         ]);
-        env.extend(c.env.iter().map(|(k, v)| (k.clone(), literal(v))));
+        env.extend(
+            c.plain_env(&self.globals.vars)
+                .into_iter()
+                .map(|(k, v)| (k, literal(&v))),
+        );
         env
     }
 

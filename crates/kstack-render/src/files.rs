@@ -797,7 +797,7 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                 service => name.as_str(),
                 container => c.name.as_str(),
                 project => service.project.as_str(),
-                container_env => &c.env,
+                container_env => c.plain_env(&config.globals.vars),
                 container_secret_env => &c.secret_env,
                 config_file_dests => dests,
                 ..base.clone()

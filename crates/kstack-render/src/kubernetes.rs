@@ -35,11 +35,12 @@ use kstack_k8s::api::apps::v1::{
 use kstack_k8s::api::batch::v1::{Job, JobSpec};
 use kstack_k8s::api::core::v1::{
     Affinity, ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Namespace,
+    EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle,
+    LifecycleHandler, Namespace,
     NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe,
     ProjectedVolumeSource, ResourceRequirements, Secret, SecretKeySelector, SecretProjection,
-    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
+    SecurityContext, Service, SleepAction, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
     VolumeResourceRequirements,
 };
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
@@ -55,6 +56,11 @@ use sha2::{Digest, Sha256};
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
 use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
+
+/// How long a terminating Deployment pod that serves a port keeps running after it is marked
+/// for deletion (a `preStop` sleep), so kube-proxy stops sending it new connections before the
+/// service gets SIGTERM: a rolling update then drops no request.
+pub const DRAIN_SECS: i64 = 5;
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
 pub const KOLLA_CONFIG_DIR: &str = "/var/lib/kolla/config_files";
@@ -559,7 +565,7 @@ fn env(globals: &Globals, c: &catalog::Container) -> Vec<EnvVar> {
         literal("KOLLA_CONFIG_STRATEGY", globals.config_strategy.clone()),
         literal("KOLLA_SERVICE_NAME", c.name.replace('_', "-")),
     ];
-    env.extend(c.env.iter().map(|(k, v)| literal(k, v.clone())));
+    env.extend(c.plain_env(&globals.vars).into_iter().map(|(k, v)| literal(&k, v)));
     env
 }
 
@@ -809,9 +815,22 @@ impl Renderer<'_> {
                     })
                     .collect()
             });
+            // A Deployment's serving pod drains before it stops (see DRAIN_SECS).
+            let lifecycle = (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
+                Lifecycle {
+                    pre_stop: Some(LifecycleHandler {
+                        sleep: Some(SleepAction {
+                            seconds: DRAIN_SECS,
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }
+            });
             containers.push(Container {
                 name: c.name.clone(),
                 image: Some(globals.image_ref(&service.project, &c.image)),
+                lifecycle,
                 env: Some({
                     let mut e = env(globals, c);
                     e.extend(secret_vars.get(&c.name).cloned().unwrap_or_default());

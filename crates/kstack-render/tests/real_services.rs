@@ -606,3 +606,122 @@ fn mariadb_health_check_logs_in_as_the_monitor_user_with_a_password_from_a_secre
     assert!(f.secret, "mode 0600");
     assert_eq!(f.content, format!("MYSQL_PASSWORD=\"{password}\"\n"));
 }
+
+// ---- Hosts without KVM or the OVS kernel module ----------------------------------------------
+
+/// The plain env of the long-running container `container` of the Kubernetes workload `name`.
+fn workload_env(r: &kstack_render::Rendered, name: &str, container: &str) -> BTreeMap<String, String> {
+    let template = r
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            Object::DaemonSet(d) if d.metadata.name.as_deref() == Some(name) => {
+                Some(d.spec.as_ref().unwrap().template.clone())
+            }
+            Object::Deployment(d) if d.metadata.name.as_deref() == Some(name) => {
+                Some(d.spec.as_ref().unwrap().template.clone())
+            }
+            Object::StatefulSet(d) if d.metadata.name.as_deref() == Some(name) => {
+                Some(d.spec.as_ref().unwrap().template.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no workload {name}"));
+    let c = template
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .find(|c| c.name == container)
+        .unwrap_or_else(|| panic!("no container {container} in {name}"));
+    c.env
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
+}
+
+/// An INI file's `key = value` lines under `[section]`.
+fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(s) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = s.to_owned();
+        } else if current == section
+            && let Some((k, v)) = line.split_once('=')
+            && k.trim() == key
+        {
+            return Some(v.trim().to_owned());
+        }
+    }
+    None
+}
+
+#[test]
+fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_change() {
+    // The default: the kernel datapath, KVM, and Kolla's start script loading the module.
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
+    assert_eq!(ini_value(agent, "ovs", "datapath_type").as_deref(), Some("system"));
+    for (c, f) in [("neutron-dhcp-agent", "dhcp_agent.ini"), ("neutron-l3-agent", "l3_agent.ini")] {
+        assert_eq!(ini_value(file(&files, c, f), "DEFAULT", "ovs_use_veth"), None, "{c}");
+    }
+    let nova = file(&files, "nova-compute", "nova.conf");
+    assert_eq!(ini_value(nova, "libvirt", "virt_type").as_deref(), Some("kvm"));
+    let r = kubernetes::render(&config).unwrap();
+    let env = workload_env(&r, "openvswitch-vswitchd", "openvswitch-vswitchd");
+    assert!(!env.contains_key("KOLLA_SKIP_EXTEND_START"), "{env:?}");
+
+    // A host without the module and without KVM: what an operator writes in globals.yml.
+    let config = self::config(globals_with(serde_json::json!({
+        "ovs_datapath": "netdev", "nova_compute_virt_type": "qemu",
+    })));
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
+    assert_eq!(ini_value(agent, "ovs", "datapath_type").as_deref(), Some("netdev"));
+    for (c, f) in [("neutron-dhcp-agent", "dhcp_agent.ini"), ("neutron-l3-agent", "l3_agent.ini")] {
+        let text = file(&files, c, f);
+        assert_eq!(ini_value(text, "DEFAULT", "ovs_use_veth").as_deref(), Some("true"), "{c}: {text}");
+        assert_eq!(
+            ini_value(text, "DEFAULT", "interface_driver").as_deref(),
+            Some("openvswitch"),
+            "{c}: {text}"
+        );
+    }
+    let nova = file(&files, "nova-compute", "nova.conf");
+    assert_eq!(ini_value(nova, "libvirt", "virt_type").as_deref(), Some("qemu"));
+    let r = kubernetes::render(&config).unwrap();
+    let env = workload_env(&r, "openvswitch-vswitchd", "openvswitch-vswitchd");
+    assert_eq!(env.get("KOLLA_SKIP_EXTEND_START").map(String::as_str), Some("true"));
+    // What the skipped script would have made: the log directory the command writes to.
+    assert!(
+        config.catalog.services["openvswitch-vswitchd"]
+            .volumes
+            .iter()
+            .any(|v| v.mount_path == "/var/log/kolla/openvswitch"),
+        "ovs-vswitchd exits when its --log-file directory is missing"
+    );
+    // Only vswitchd skips its start script.
+    let env = workload_env(&r, "openvswitch-db-server", "openvswitch-db-server");
+    assert!(!env.contains_key("KOLLA_SKIP_EXTEND_START"), "{env:?}");
+    // The single node gets the same env.
+    let b = compose::render(&config).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap();
+    assert_eq!(
+        doc["services"]["openvswitch-vswitchd"]["environment"]["KOLLA_SKIP_EXTEND_START"],
+        "true"
+    );
+}
+
+#[test]
+fn a_datapath_or_virt_type_kstack_does_not_render_is_refused() {
+    let vars = serde_json::json!({ "ovs_datapath": "dpdk", "nova_compute_virt_type": "xen" });
+    let serde_json::Value::Object(m) = vars else { unreachable!() };
+    let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
+    let keys: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, BTreeSet::from(["nova_compute_virt_type", "ovs_datapath"]));
+    for i in &issues {
+        assert!(i.help.contains("qemu") || i.help.contains("netdev"), "{i:?}");
+    }
+}
