@@ -92,5 +92,158 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
+
+    upgrade_without_a_failed_request(&cloud, &client).await
+}
+
+/// The image tag of the cloud's images rebuilt under another tag (`hack/images.sh --tag`),
+/// imported beside the first ones: `$KSTACK_E2E_NEXT_TAG` (hack/test.sh sets it).
+fn next_tag() -> anyhow::Result<String> {
+    std::env::var("KSTACK_E2E_NEXT_TAG").context(
+        "KSTACK_E2E_NEXT_TAG is not set: build the images under a second tag with \
+         `hack/images.sh --tag <tag>`, import them with `kstack dev import`, and set it (hack/test.sh does)",
+    )
+}
+
+/// What a user's client saw while the cloud was upgraded.
+#[derive(Default)]
+struct Load {
+    rounds: u64,
+    failures: Vec<String>,
+}
+
+/// Issues a token and lists images, again and again, until `stop` turns true: each round is
+/// one POST /v3/auth/tokens to keystone and one GET /v2/images to glance, through their
+/// Services' cluster IPs, as a user inside the cloud's network would.
+async fn user_load(
+    keystone: String,
+    glance: String,
+    password: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Load {
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("an HTTP client");
+    let body = serde_json::json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {
+            "name": "admin", "domain": {"id": "default"}, "password": password}}},
+        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
+    let mut load = Load::default();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        load.rounds += 1;
+        let started = chrono::Utc::now().format("%H:%M:%S%.3f");
+        let token = match http
+            .post(format!("{keystone}/v3/auth/tokens"))
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => r
+                .headers()
+                .get("x-subject-token")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            Ok(r) => {
+                load.failures.push(format!("{started} token: HTTP {}", r.status()));
+                None
+            }
+            Err(e) => {
+                load.failures.push(format!("{started} token: {e}"));
+                None
+            }
+        };
+        if let Some(token) = token {
+            match http
+                .get(format!("{glance}/v2/images"))
+                .header("x-auth-token", token)
+                .send()
+                .await
+            {
+                Ok(r) if r.status().is_success() => {}
+                Ok(r) => load
+                    .failures
+                    .push(format!("{started} image list: HTTP {}", r.status())),
+                Err(e) => load.failures.push(format!("{started} image list: {e}")),
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    load
+}
+
+/// The OpenStack services move to the images of another tag while a user issues tokens and
+/// lists images: no request fails. MariaDB, RabbitMQ and memcached keep their tag: with one
+/// replica each, their upgrade cannot be seamless (replicated infrastructure is for that).
+async fn upgrade_without_a_failed_request(cloud: &Cloud, client: &kube::Client) -> anyhow::Result<()> {
+    let next = next_tag()?;
+    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    let ip = |svc: &str| {
+        addresses
+            .get(svc)
+            .copied()
+            .with_context(|| format!("no cluster IP for Service {svc}: {addresses:?}"))
+    };
+    let keystone = format!("http://{}:5000", ip("keystone")?);
+    let glance = format!("http://{}:9292", ip("glance-api")?);
+    let passwords =
+        std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
+    let password = kstack_config::passwords::parse(&passwords)
+        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
+        .get("keystone_admin_password")
+        .context("keystone_admin_password")?
+        .to_owned();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(user_load(keystone, glance, password, stop.clone()));
+    // A few rounds before the upgrade: the loop itself works.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+
+    let old = "2025.1-debian-bookworm";
+    cloud.set_globals(&format!(
+        "{}{REAL_CLOUD}openstack_tag: \"{next}\"\nmariadb_tag: \"{old}\"\nrabbitmq_tag: \"{old}\"\nmemcached_tag: \"{old}\"\n",
+        real_node_globals()
+    ))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    // Requests after the last pod rolled: the new pods serve.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let load = load.await?;
+    assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
+
+    // The services run the new images.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let mut upgraded = 0;
+    for p in pods.list(&ListParams::default()).await?.items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        for c in p.spec.context("pod spec")?.containers {
+            let image = c.image.unwrap_or_default();
+            let infra = ["mariadb-server", "rabbitmq", "memcached"]
+                .iter()
+                .any(|i| image.contains(&format!("/{i}:")));
+            let want = if infra { old } else { next.as_str() };
+            if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                assert!(image.ends_with(&format!(":{want}")), "pod {name}: {image}");
+                upgraded += usize::from(!infra);
+            }
+        }
+    }
+    assert!(upgraded > 0, "no running pod of an OpenStack service");
+    assert!(
+        load.rounds >= 20,
+        "only {} rounds of token and image list during the upgrade",
+        load.rounds
+    );
+    assert!(
+        load.failures.is_empty(),
+        "{} of {} rounds failed during the upgrade:\n{}",
+        load.failures.len(),
+        load.rounds,
+        load.failures.join("\n")
+    );
+    eprintln!(
+        "upgrade to {next}: {} rounds of token issue and image list, 0 failed",
+        load.rounds
+    );
     Ok(())
 }

@@ -147,6 +147,11 @@ pub struct Container {
     /// skips Kolla's `modprobe openvswitch` when `ovs_datapath` is `netdev`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_when: Vec<EnvWhen>,
+    /// A command run in the container right after it starts (each start), e.g. setting up
+    /// what the process serves; the container restarts when it fails. Config files are at
+    /// `/var/lib/kolla/config_files/<template>` by then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_start: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
 }

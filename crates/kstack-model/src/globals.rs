@@ -151,6 +151,9 @@ pub fn defaults() -> BTreeMap<String, Value> {
         m.insert(k.to_owned(), s(v));
     }
     m.insert("enable_openstack_core".into(), Value::Bool(true));
+    // The limits libvirtd gives each QEMU process (0: leave the inherited ones).
+    m.insert("qemu_max_files".into(), Value::from(32768));
+    m.insert("qemu_max_processes".into(), Value::from(131_072));
     for (svc, default) in SERVICE_FLAGS {
         if let Some(b) = default {
             m.insert(format!("enable_{svc}"), Value::Bool(*b));
@@ -186,6 +189,19 @@ fn label_segment(s: &str, may_be_empty: bool) -> bool {
         && s.chars().all(ok_char)
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+const IFNAME_HELP: &str =
+    "write the name of a network interface of the hosts: 1 to 15 letters, digits, `-`, `_` or `.`";
+
+/// Whether `s` can name a Linux network interface (at most 15 bytes, no `/`, `:` or space;
+/// kstack takes the portable subset, so the name is safe in a rendered command).
+fn interface_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s != "."
+        && s != ".."
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Whether `key` is a valid label key: `[prefix/]name`, the prefix a DNS subdomain.
@@ -363,12 +379,46 @@ impl Globals {
         let docker_namespace = t.string("docker_namespace");
         let docker_image_name_prefix = t.string("docker_image_name_prefix");
         let network_interface = t.string("network_interface");
+        if !interface_name(&network_interface) {
+            t.issue(
+                "network_interface",
+                None,
+                format!("`{network_interface}` is not a network interface name"),
+                IFNAME_HELP.into(),
+            );
+        }
         let neutron_external_interface = t.string("neutron_external_interface");
+        for name in neutron_external_interface.split(',').map(str::trim) {
+            if !name.is_empty() && !interface_name(name) {
+                t.issue(
+                    "neutron_external_interface",
+                    None,
+                    format!("`{name}` is not a network interface name"),
+                    format!("{IFNAME_HELP}; list several separated by commas (eth1,eth2)"),
+                );
+            }
+        }
         let openstack_region_name = t.string("openstack_region_name");
         let keystone_admin_user = t.string("keystone_admin_user");
         let keystone_admin_project = t.string("keystone_admin_project");
         let config_strategy = t.one_of("config_strategy", CONFIG_STRATEGIES);
         t.one_of("nova_compute_virt_type", VIRT_TYPES);
+        for key in ["qemu_max_files", "qemu_max_processes"] {
+            let v = &vars[key];
+            let n = v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+            if n.is_none_or(|n| n > u64::from(u32::MAX)) {
+                t.issue(
+                    key,
+                    None,
+                    format!("expected a whole number, found {}", describe(v)),
+                    format!(
+                        "write e.g. `{key}: 0` (0 leaves the limit QEMU inherits; a host that cannot raise limits needs 0 or a value within its own)"
+                    ),
+                );
+            }
+        }
         t.one_of("ovs_datapath", OVS_DATAPATHS);
         let kolla_internal_vip_address = t.opt_string("kolla_internal_vip_address");
         let kubernetes_namespace = t.string("kubernetes_namespace");

@@ -116,9 +116,18 @@ pub struct ComposeService {
     pub volumes: Vec<Mount>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+    /// Commands run in the container after it starts (the catalog's `post_start`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_start: Vec<Hook>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub depends_on: BTreeMap<String, Dependency>,
     pub labels: BTreeMap<String, String>,
+}
+
+/// A lifecycle hook (`post_start`): a command run in the service's container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hook {
+    pub command: Vec<String>,
 }
 
 /// A mount in the Compose long syntax.
@@ -478,6 +487,13 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                     .chain(data.iter().cloned())
                     .collect(),
                 healthcheck: c.healthcheck.as_ref().map(|h| node.healthcheck(name, h)),
+                post_start: if c.post_start.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Hook {
+                        command: c.post_start.iter().map(|a| literal(a)).collect(),
+                    }]
+                },
                 depends_on: waits.clone(),
                 labels: SingleNode::labels(name, "server"),
                 ..Default::default()

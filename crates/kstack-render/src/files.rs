@@ -283,6 +283,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/neutron/metadata_agent.ini.j2"),
     ),
     (
+        "nova/libvirt-sasl-user.sh.j2",
+        include_str!("../templates/nova/libvirt-sasl-user.sh.j2"),
+    ),
+    (
+        "openvswitch/ovs-bridges.sh.j2",
+        include_str!("../templates/openvswitch/ovs-bridges.sh.j2"),
+    ),
+    (
         "horizon/horizon.conf.j2",
         include_str!("../templates/horizon/horizon.conf.j2"),
     ),
@@ -648,12 +656,15 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
     set("horizon_port", Value::from(port(c, "horizon", "http", 80)));
 
     // kolla-ansible: one physical network and bridge per external interface.
-    let n = g
+    let interfaces: Vec<String> = g
         .neutron_external_interface
         .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .count()
-        .max(1);
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let n = interfaces.len().max(1);
+    set("neutron_external_interfaces", Value::from(interfaces));
     set(
         "neutron_physical_networks",
         Value::from((1..=n).map(|i| format!("physnet{i}")).collect::<Vec<_>>()),

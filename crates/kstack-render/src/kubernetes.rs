@@ -816,16 +816,24 @@ impl Renderer<'_> {
                     .collect()
             });
             // A Deployment's serving pod drains before it stops (see DRAIN_SECS).
-            let lifecycle = (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
-                Lifecycle {
-                    pre_stop: Some(LifecycleHandler {
-                        sleep: Some(SleepAction {
-                            seconds: DRAIN_SECS,
-                        }),
-                        ..Default::default()
+            let pre_stop = (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
+                LifecycleHandler {
+                    sleep: Some(SleepAction {
+                        seconds: DRAIN_SECS,
                     }),
                     ..Default::default()
                 }
+            });
+            let post_start = (!c.post_start.is_empty()).then(|| LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(c.post_start.clone()),
+                }),
+                ..Default::default()
+            });
+            let lifecycle = (pre_stop.is_some() || post_start.is_some()).then(|| Lifecycle {
+                pre_stop,
+                post_start,
+                ..Default::default()
             });
             containers.push(Container {
                 name: c.name.clone(),

@@ -702,6 +702,40 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
             .any(|v| v.mount_path == "/var/log/kolla/openvswitch"),
         "ovs-vswitchd exits when its --log-file directory is missing"
     );
+    // The OVS agent exits when a mapped bridge is missing: vswitchd makes them after it
+    // starts, on the same datapath, each with its external interface.
+    let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    assert!(
+        bridges.contains(
+            "--may-exist add-br br-ex -- set Bridge br-ex datapath_type=netdev fail_mode=standalone\n"
+        ),
+        "{bridges}"
+    );
+    assert!(bridges.contains("--may-exist add-port br-ex eth1\n"), "{bridges}");
+    let vswitchd = config.catalog.services["openvswitch-vswitchd"].containers[0].clone();
+    assert_eq!(
+        vswitchd.post_start,
+        ["/bin/bash", "/var/lib/kolla/config_files/ovs-bridges.sh"]
+    );
+    let hook = r
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            Object::DaemonSet(d) if d.metadata.name.as_deref() == Some("openvswitch-vswitchd") => {
+                d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+                    .lifecycle
+                    .as_ref()?
+                    .post_start
+                    .as_ref()?
+                    .exec
+                    .as_ref()?
+                    .command
+                    .clone()
+            }
+            _ => None,
+        })
+        .expect("a postStart hook on vswitchd");
+    assert_eq!(hook, vswitchd.post_start);
     // Only vswitchd skips its start script.
     let env = workload_env(&r, "openvswitch-db-server", "openvswitch-db-server");
     assert!(!env.contains_key("KOLLA_SKIP_EXTEND_START"), "{env:?}");
@@ -712,6 +746,47 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
         doc["services"]["openvswitch-vswitchd"]["environment"]["KOLLA_SKIP_EXTEND_START"],
         "true"
     );
+    assert_eq!(
+        doc["services"]["openvswitch-vswitchd"]["post_start"][0]["command"],
+        serde_json::json!(vswitchd.post_start)
+    );
+
+    // Two external interfaces: two bridges, each with its port; the kernel datapath.
+    let config = self::config(globals_with(serde_json::json!({
+        "neutron_external_interface": "eth1, bond0.100",
+    })));
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    for line in [
+        "--may-exist add-br br-ex -- set Bridge br-ex datapath_type=system fail_mode=standalone\n",
+        "--may-exist add-port br-ex eth1\n",
+        "--may-exist add-br br-ex2 -- set Bridge br-ex2 datapath_type=system fail_mode=standalone\n",
+        "--may-exist add-port br-ex2 bond0.100\n",
+    ] {
+        assert!(bridges.contains(line), "{line} in {bridges}");
+    }
+    let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
+    assert_eq!(
+        ini_value(agent, "ovs", "bridge_mappings").as_deref(),
+        Some("physnet1:br-ex,physnet2:br-ex2")
+    );
+}
+
+#[test]
+fn an_interface_name_that_is_not_one_is_refused() {
+    for (key, value) in [
+        ("neutron_external_interface", "eth1; reboot"),
+        ("neutron_external_interface", "eth1,$(id)"),
+        ("network_interface", "a-name-longer-than-15"),
+        ("network_interface", ""),
+    ] {
+        let vars = serde_json::json!({ key: value });
+        let serde_json::Value::Object(m) = vars else { unreachable!() };
+        let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
+        assert_eq!(issues.len(), 1, "{key}: {value}: {issues:?}");
+        assert_eq!(issues[0].key, key);
+        assert!(issues[0].help.contains("network interface"), "{issues:?}");
+    }
 }
 
 #[test]
@@ -724,4 +799,98 @@ fn a_datapath_or_virt_type_kstack_does_not_render_is_refused() {
     for i in &issues {
         assert!(i.help.contains("qemu") || i.help.contains("netdev"), "{i:?}");
     }
+}
+
+#[test]
+fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
+    let config = config(Globals::default());
+    let password = config.passwords.get("libvirt_sasl_password").unwrap().to_owned();
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    // libvirtd takes SASL logins over TCP (other hosts, as `nova`); nova-compute beside it
+    // uses its UNIX socket: SCRAM gives no security layer, and libvirtd offers no mechanism
+    // without one on plain TCP ("no SASL mechanisms are available" on the real node).
+    let libvirtd = file(&files, "nova-libvirt", "libvirtd.conf");
+    assert!(libvirtd.contains("auth_tcp = \"sasl\""), "{libvirtd}");
+    assert!(libvirtd.contains("auth_unix_rw = \"none\""), "{libvirtd}");
+    let nova = file(&files, "nova-compute", "nova.conf");
+    assert_eq!(
+        ini_value(nova, "libvirt", "connection_uri").as_deref(),
+        Some("qemu:///system"),
+        "{nova}"
+    );
+    let auth = file(&files, "nova-compute", "auth.conf");
+    assert!(auth.contains("authname=nova\n"), "{auth}");
+    // The libvirt container creates that user after it starts, with the password from its env.
+    let script = file(&files, "nova-libvirt", "libvirt-sasl-user.sh");
+    assert!(
+        script.contains("\"$LIBVIRT_SASL_PASSWORD\" | saslpasswd2 -p -a libvirt -f /etc/libvirt/passwd.db nova\n"),
+        "{script}"
+    );
+    assert!(!script.contains(&password));
+    let sasl = file(&files, "nova-libvirt", "sasl.conf");
+    assert!(sasl.contains("sasldb_path: /etc/libvirt/passwd.db"), "{sasl}");
+    let r = kubernetes::render(&config).unwrap();
+    let Some(Object::DaemonSet(ds)) = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "DaemonSet" && o.name() == "nova-libvirt")
+    else {
+        panic!("no nova-libvirt DaemonSet")
+    };
+    let c = &ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    let hook = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()).and_then(|h| h.exec.as_ref());
+    assert_eq!(
+        hook.and_then(|e| e.command.clone()).unwrap_or_default(),
+        ["/bin/bash", "/var/lib/kolla/config_files/libvirt-sasl-user.sh"]
+    );
+    let env = c.env.iter().flatten().find(|e| e.name == "LIBVIRT_SASL_PASSWORD").expect("the password env");
+    assert_eq!(env.value, None, "the password is no env literal");
+    assert!(env.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).is_some());
+}
+
+#[test]
+fn compute_hosts_are_mapped_to_their_cell_once_they_register_and_whenever_they_join() {
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let scheduler = file(&files, "nova-scheduler", "nova.conf");
+    assert_eq!(
+        ini_value(scheduler, "scheduler", "discover_hosts_in_cells_interval").as_deref(),
+        Some("60")
+    );
+    // The deploy's discovery waits for a registered host instead of mapping nothing.
+    let task = config.catalog.services["nova-compute"]
+        .bootstrap
+        .iter()
+        .find(|t| t.name == "discover-hosts")
+        .expect("a discover-hosts task");
+    let kstack_model::catalog::BootstrapKind::Command { command, .. } = &task.task else {
+        panic!("{task:?}")
+    };
+    let script = command.join(" ");
+    assert!(script.starts_with("bash -c sudo -E kolla_set_configs && "), "{script}");
+    assert!(script.contains("nova-manage cell_v2 discover_hosts --by-service"), "{script}");
+    assert!(script.contains("nova-manage cell_v2 list_hosts"), "{script}");
+    assert!(script.contains("exit 1"), "{script}");
+}
+
+#[test]
+fn qemu_limits_are_settings_a_host_that_cannot_raise_limits_sets_to_zero() {
+    // kolla-ansible's defaults.
+    let files = render_files(&config(Globals::default()), Target::Kubernetes).unwrap();
+    let qemu = file(&files, "nova-libvirt", "qemu.conf");
+    assert!(qemu.contains("max_files = 32768\n") && qemu.contains("max_processes = 131072\n"), "{qemu}");
+    // A host without CAP_SYS_RESOURCE (libvirtd: "cannot limit number of subprocesses").
+    let config = config(globals_with(serde_json::json!({
+        "qemu_max_files": 0, "qemu_max_processes": "0",
+    })));
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let qemu = file(&files, "nova-libvirt", "qemu.conf");
+    assert!(qemu.contains("max_files = 0\n") && qemu.contains("max_processes = 0\n"), "{qemu}");
+    let serde_json::Value::Object(m) = serde_json::json!({ "qemu_max_files": "many", "qemu_max_processes": -1 })
+    else {
+        unreachable!()
+    };
+    let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
+    let keys: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, BTreeSet::from(["qemu_max_files", "qemu_max_processes"]));
 }

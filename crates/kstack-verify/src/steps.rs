@@ -823,15 +823,26 @@ fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
-/// A raw disk image of `len` bytes: a boot sector that halts the CPU (so a server booted from
-/// it idles), then random bytes, so every run uploads different content.
+/// A raw disk image of `len` bytes: a master boot record whose code halts the CPU (so a
+/// server booted from it idles) and whose one partition (Linux, type 0x83) holds the rest:
+/// random bytes, so every run uploads different content. Nova's image safety check refuses
+/// an MBR without a partition.
 pub(crate) fn image_bytes(len: usize) -> Vec<u8> {
     use rand::RngCore as _;
-    let mut data = vec![0u8; len.max(512)];
+    let len = len.max(1024);
+    let mut data = vec![0u8; len];
     rand::thread_rng().fill_bytes(&mut data[512..]);
     data[..512].fill(0);
     // cli; hlt; jmp $-2
     data[..4].copy_from_slice(&[0xFA, 0xF4, 0xEB, 0xFD]);
+    // Partition 1 at 446: not active, CHS fields saturated (LBA addressing), type 0x83,
+    // first sector 1, every whole sector after it.
+    let sectors = u32::try_from(len / 512 - 1).unwrap_or(u32::MAX);
+    let entry = &mut data[446..462];
+    entry[..4].copy_from_slice(&[0x00, 0xFE, 0xFF, 0xFF]);
+    entry[4..8].copy_from_slice(&[0x83, 0xFE, 0xFF, 0xFF]);
+    entry[8..12].copy_from_slice(&1u32.to_le_bytes());
+    entry[12..16].copy_from_slice(&sectors.to_le_bytes());
     data[510] = 0x55;
     data[511] = 0xAA;
     data
@@ -849,6 +860,11 @@ mod tests {
         assert_eq!(&a[510..512], &[0x55, 0xAA]);
         assert_eq!(a[..512], b[..512]);
         assert_ne!(a[512..], b[512..]);
+        // One Linux partition from sector 1 to the end (7 sectors of 512 bytes).
+        assert_eq!(a[446 + 4], 0x83);
+        assert_eq!(&a[446 + 8..446 + 12], &1u32.to_le_bytes());
+        assert_eq!(&a[446 + 12..446 + 16], &7u32.to_le_bytes());
+        assert!(a[462..510].iter().all(|&b| b == 0), "one partition only");
     }
 
     #[test]
