@@ -2,9 +2,9 @@
 # The all-in-one job: installs what the real node needs (Debian packages), builds the cloud's
 # images to Kolla's contract (hack/images.sh, cached) while the control plane binaries and
 # kstack build, brings up the local cluster with one real node (no simulated nodes), prepares a
-# config directory (starter globals.yml pointed at the local images, with what runs on the real
-# node today: every service but nova, neutron and openvswitch; generated passwords; unless one
-# exists), checks it, deploys the cloud with `kstack deploy` (dependency
+# config directory (starter globals.yml pointed at the local images, with the settings of a
+# machine without KVM or the OVS kernel module; generated passwords; unless one exists), checks
+# it, deploys the cloud with `kstack deploy` (dependency
 # order, every step gated on real health), prints `kstack status` and ends with `kstack verify`
 # (a user's scenario against the deployed APIs).
 set -euo pipefail
@@ -38,11 +38,12 @@ kolla_base_distro: debian
 docker_registry: kstack.local
 docker_namespace: kolla
 kstack_storage_class: kstack-real-node
-# Not yet run on the real node (it needs the OVS userspace datapath and QEMU TCG settings):
-enable_nova: "no"
-enable_neutron: "no"
-enable_openvswitch: "no"
-enable_placement: "yes"
+# What this machine lacks: KVM (QEMU emulates the guests), the Open vSwitch kernel module
+# (userspace datapath), CAP_SYS_RESOURCE (QEMU keeps the limits it inherits).
+nova_compute_virt_type: qemu
+ovs_datapath: netdev
+qemu_max_files: 0
+qemu_max_processes: 0
 G
 fi
 "$KSTACK" genpwd

@@ -382,8 +382,17 @@ cmd_down() {
     kill -9 $pids 2>/dev/null || true
   fi
   stop_proc containerd
+  # What the cloud's host-network services leave in the machine's namespaces: guests that
+  # libvirtd started (they outlive its container), Open vSwitch's userspace-datapath devices,
+  # neutron's router and DHCP namespaces and their veth ends.
+  pkill -9 -f '^/usr/bin/qemu-system-[^ ]* .*-name guest=instance-' 2>/dev/null || true
+  local l m
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
+      | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
+    ip link delete "$l" 2>/dev/null || true
+  done
+  for m in /run/netns/qrouter-* /run/netns/qdhcp-*; do [ -e "$m" ] && { ip netns delete "$(basename "$m")" 2>/dev/null || rm -f "$m"; }; done
   # Everything mounted under the node's state: pod volumes, container rootfs, netns.
-  local m
   for _ in 1 2 3; do
     for m in $(awk -v r="$R" -v s="$CTR_STATE" -v c="$CTR_ROOT" '$2 ~ "^("r"|"s"|"c"|/run/netns/cni-|/var/lib/kstack)" {print $2}' /proc/mounts | sort -r); do
       umount -l "$m" 2>/dev/null || true

@@ -6,9 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The cloud's images (cached by their inputs) build in the background while the compilers run:
-# the real-node end-to-end test needs them. Their log is kept for a failure.
+# the real-node end-to-end test needs them, and the same images rebuilt under a second tag for
+# its upgrade. Their logs are kept for a failure; each one's last line is its output directory.
+next_tag=2025.1-debian-bookworm-next
 images_log=$(mktemp -t kstack-images.XXXXXX.log)
-bash hack/images.sh >"$images_log" 2>&1 &
+next_log=$(mktemp -t kstack-images-next.XXXXXX.log)
+( bash hack/images.sh >"$images_log" 2>&1 && bash hack/images.sh --tag "$next_tag" >"$next_log" 2>&1 ) &
 images_pid=$!
 trap 'kill $images_pid 2>/dev/null || true' EXIT
 
@@ -61,11 +64,13 @@ KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
 export KSTACK_E2E_KUBECONFIG KSTACK_E2E_REAL_ROLE_PREFIX=kstack.io/real-role-
 echo "== the cloud's images (hack/images.sh, started at the beginning)"
 if ! wait "$images_pid"; then
-  echo "building the images failed; last lines of $images_log:" >&2
-  tail -n 40 "$images_log" >&2
+  echo "building the images failed; last lines of $images_log and $next_log:" >&2
+  tail -n 40 "$images_log" "$next_log" >&2
   exit 1
 fi
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
+bash hack/devcluster.sh import "$(tail -n 1 "$next_log")"
+export KSTACK_E2E_NEXT_TAG=$next_tag
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
 cargo test -p kstack-e2e
 

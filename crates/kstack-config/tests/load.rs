@@ -17,10 +17,7 @@ fn unmodified_kolla_ansible_globals_loads_with_warnings_only() {
     let g = globals.expect("an unmodified kolla-ansible globals.yml must load");
     assert!(diags.iter().all(|d| !d.is_error()));
     let warned: Vec<_> = diags.iter().map(|d| d.field.clone().unwrap()).collect();
-    assert_eq!(
-        warned,
-        ["neutron_plugin_agent", "enable_haproxy"]
-    );
+    assert_eq!(warned, ["neutron_plugin_agent", "enable_haproxy"]);
     assert_eq!(
         g.image_ref("keystone", "keystone"),
         "quay.io/openstack.kolla/keystone:2025.1-ubuntu-noble"

@@ -20,13 +20,16 @@ pub const NO_HOST_NETWORK: &str = "enable_nova: \"no\"\nenable_neutron: \"no\"\n
 /// Globals that put a cloud on the dev cluster's real node, with the images `hack/images.sh`
 /// built and imported there (`kstack.local/kolla/*:2025.1-debian-bookworm`): the node's role
 /// label prefix (`$KSTACK_E2E_REAL_ROLE_PREFIX`, default `kstack.io/real-role-`, what
-/// `kstack dev up` gives the real node beside simulated ones) and its hostPath volume class.
+/// `kstack dev up` gives the real node beside simulated ones), its hostPath volume class, and
+/// what the machine lacks: KVM (QEMU emulates), the OVS kernel module (userspace datapath)
+/// and CAP_SYS_RESOURCE (QEMU keeps the limits it inherits).
 pub fn real_node_globals() -> String {
     let prefix = std::env::var("KSTACK_E2E_REAL_ROLE_PREFIX")
         .unwrap_or_else(|_| "kstack.io/real-role-".to_owned());
     format!(
         "kolla_base_distro: debian\ndocker_registry: kstack.local\ndocker_namespace: kolla\n\
-         kstack_role_label_prefix: \"{prefix}\"\nkstack_storage_class: kstack-real-node\n"
+         kstack_role_label_prefix: \"{prefix}\"\nkstack_storage_class: kstack-real-node\n\
+         nova_compute_virt_type: qemu\novs_datapath: netdev\nqemu_max_files: 0\nqemu_max_processes: 0\n"
     )
 }
 

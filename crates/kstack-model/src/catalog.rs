@@ -168,7 +168,10 @@ pub struct EnvWhen {
 impl Container {
     /// The container's plain env for these globals variables: `env`, then every `env_when`
     /// whose variable has the given value (a string, compared as written).
-    pub fn plain_env(&self, vars: &BTreeMap<String, serde_json::Value>) -> BTreeMap<String, String> {
+    pub fn plain_env(
+        &self,
+        vars: &BTreeMap<String, serde_json::Value>,
+    ) -> BTreeMap<String, String> {
         let mut env = self.env.clone();
         for w in &self.env_when {
             if vars.get(&w.var).and_then(|v| v.as_str()) == Some(w.equals.as_str()) {

@@ -201,7 +201,8 @@ fn interface_name(s: &str) -> bool {
         && s.len() <= 15
         && s != "."
         && s != ".."
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Whether `key` is a valid label key: `[prefix/]name`, the prefix a DNS subdomain.

@@ -36,11 +36,11 @@ use kstack_k8s::api::batch::v1::{Job, JobSpec};
 use kstack_k8s::api::core::v1::{
     Affinity, ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource,
     EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle,
-    LifecycleHandler, Namespace,
-    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe,
-    ProjectedVolumeSource, ResourceRequirements, Secret, SecretKeySelector, SecretProjection,
-    SecurityContext, Service, SleepAction, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
+    LifecycleHandler, Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource,
+    ResourceRequirements, Secret, SecretKeySelector, SecretProjection, SecurityContext, Service,
+    ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount, VolumeProjection,
     VolumeResourceRequirements,
 };
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
@@ -74,6 +74,9 @@ pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 /// success, because a first start may run migrations or wait for the database.
 const STARTUP_PERIOD: i32 = 10;
 const STARTUP_FAILURES: i32 = 60;
+/// How much longer than readiness the liveness probe waits (timeout and failures) before a
+/// restart: with Kolla's timings, 60 s per check and 6 failures, 3 min of a failing check.
+const LIVENESS_SLACK: i32 = 2;
 const JOB_BACKOFF_LIMIT: i32 = 6;
 
 /// Kolla's `config.json` for one container (kolla 2025.1 keys only).
@@ -211,7 +214,16 @@ fn probes(h: &catalog::Healthcheck) -> (Probe, Probe, Probe) {
         failure_threshold: Some(STARTUP_FAILURES),
         ..probe(h)
     };
-    (steady.clone(), steady, startup)
+    // Docker only marks a container unhealthy; a failed liveness probe restarts it. A busy
+    // node can make a check slow (RabbitMQ's starts an Erlang VM each time), so liveness
+    // gives it LIVENESS_SLACK times the time and the tries before it restarts anything:
+    // restarting a slow broker or database only makes the node busier.
+    let liveness = Probe {
+        timeout_seconds: Some(secs(h.timeout_secs).saturating_mul(LIVENESS_SLACK)),
+        failure_threshold: Some(secs(h.retries).saturating_mul(LIVENESS_SLACK)),
+        ..steady.clone()
+    };
+    (steady, liveness, startup)
 }
 
 /// Volumes and mounts of the catalog's data volumes. `claim` names the PVC of a persistent
@@ -565,7 +577,11 @@ fn env(globals: &Globals, c: &catalog::Container) -> Vec<EnvVar> {
         literal("KOLLA_CONFIG_STRATEGY", globals.config_strategy.clone()),
         literal("KOLLA_SERVICE_NAME", c.name.replace('_', "-")),
     ];
-    env.extend(c.plain_env(&globals.vars).into_iter().map(|(k, v)| literal(&k, v)));
+    env.extend(
+        c.plain_env(&globals.vars)
+            .into_iter()
+            .map(|(k, v)| literal(&k, v)),
+    );
     env
 }
 
@@ -816,14 +832,15 @@ impl Renderer<'_> {
                     .collect()
             });
             // A Deployment's serving pod drains before it stops (see DRAIN_SECS).
-            let pre_stop = (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
-                LifecycleHandler {
-                    sleep: Some(SleepAction {
-                        seconds: DRAIN_SECS,
-                    }),
-                    ..Default::default()
-                }
-            });
+            let pre_stop =
+                (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
+                    LifecycleHandler {
+                        sleep: Some(SleepAction {
+                            seconds: DRAIN_SECS,
+                        }),
+                        ..Default::default()
+                    }
+                });
             let post_start = (!c.post_start.is_empty()).then(|| LifecycleHandler {
                 exec: Some(ExecAction {
                     command: Some(c.post_start.clone()),

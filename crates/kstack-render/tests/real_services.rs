@@ -610,7 +610,11 @@ fn mariadb_health_check_logs_in_as_the_monitor_user_with_a_password_from_a_secre
 // ---- Hosts without KVM or the OVS kernel module ----------------------------------------------
 
 /// The plain env of the long-running container `container` of the Kubernetes workload `name`.
-fn workload_env(r: &kstack_render::Rendered, name: &str, container: &str) -> BTreeMap<String, String> {
+fn workload_env(
+    r: &kstack_render::Rendered,
+    name: &str,
+    container: &str,
+) -> BTreeMap<String, String> {
     let template = r
         .objects
         .iter()
@@ -663,12 +667,25 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
     let config = config(Globals::default());
     let files = render_files(&config, Target::Kubernetes).unwrap();
     let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
-    assert_eq!(ini_value(agent, "ovs", "datapath_type").as_deref(), Some("system"));
-    for (c, f) in [("neutron-dhcp-agent", "dhcp_agent.ini"), ("neutron-l3-agent", "l3_agent.ini")] {
-        assert_eq!(ini_value(file(&files, c, f), "DEFAULT", "ovs_use_veth"), None, "{c}");
+    assert_eq!(
+        ini_value(agent, "ovs", "datapath_type").as_deref(),
+        Some("system")
+    );
+    for (c, f) in [
+        ("neutron-dhcp-agent", "dhcp_agent.ini"),
+        ("neutron-l3-agent", "l3_agent.ini"),
+    ] {
+        assert_eq!(
+            ini_value(file(&files, c, f), "DEFAULT", "ovs_use_veth"),
+            None,
+            "{c}"
+        );
     }
     let nova = file(&files, "nova-compute", "nova.conf");
-    assert_eq!(ini_value(nova, "libvirt", "virt_type").as_deref(), Some("kvm"));
+    assert_eq!(
+        ini_value(nova, "libvirt", "virt_type").as_deref(),
+        Some("kvm")
+    );
     let r = kubernetes::render(&config).unwrap();
     let env = workload_env(&r, "openvswitch-vswitchd", "openvswitch-vswitchd");
     assert!(!env.contains_key("KOLLA_SKIP_EXTEND_START"), "{env:?}");
@@ -679,10 +696,20 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
     })));
     let files = render_files(&config, Target::Kubernetes).unwrap();
     let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
-    assert_eq!(ini_value(agent, "ovs", "datapath_type").as_deref(), Some("netdev"));
-    for (c, f) in [("neutron-dhcp-agent", "dhcp_agent.ini"), ("neutron-l3-agent", "l3_agent.ini")] {
+    assert_eq!(
+        ini_value(agent, "ovs", "datapath_type").as_deref(),
+        Some("netdev")
+    );
+    for (c, f) in [
+        ("neutron-dhcp-agent", "dhcp_agent.ini"),
+        ("neutron-l3-agent", "l3_agent.ini"),
+    ] {
         let text = file(&files, c, f);
-        assert_eq!(ini_value(text, "DEFAULT", "ovs_use_veth").as_deref(), Some("true"), "{c}: {text}");
+        assert_eq!(
+            ini_value(text, "DEFAULT", "ovs_use_veth").as_deref(),
+            Some("true"),
+            "{c}: {text}"
+        );
         assert_eq!(
             ini_value(text, "DEFAULT", "interface_driver").as_deref(),
             Some("openvswitch"),
@@ -690,10 +717,16 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
         );
     }
     let nova = file(&files, "nova-compute", "nova.conf");
-    assert_eq!(ini_value(nova, "libvirt", "virt_type").as_deref(), Some("qemu"));
+    assert_eq!(
+        ini_value(nova, "libvirt", "virt_type").as_deref(),
+        Some("qemu")
+    );
     let r = kubernetes::render(&config).unwrap();
     let env = workload_env(&r, "openvswitch-vswitchd", "openvswitch-vswitchd");
-    assert_eq!(env.get("KOLLA_SKIP_EXTEND_START").map(String::as_str), Some("true"));
+    assert_eq!(
+        env.get("KOLLA_SKIP_EXTEND_START").map(String::as_str),
+        Some("true")
+    );
     // What the skipped script would have made: the log directory the command writes to.
     assert!(
         config.catalog.services["openvswitch-vswitchd"]
@@ -711,7 +744,10 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
         ),
         "{bridges}"
     );
-    assert!(bridges.contains("--may-exist add-port br-ex eth1\n"), "{bridges}");
+    assert!(
+        bridges.contains("--may-exist add-port br-ex eth1\n"),
+        "{bridges}"
+    );
     let vswitchd = config.catalog.services["openvswitch-vswitchd"].containers[0].clone();
     assert_eq!(
         vswitchd.post_start,
@@ -781,7 +817,9 @@ fn an_interface_name_that_is_not_one_is_refused() {
         ("network_interface", ""),
     ] {
         let vars = serde_json::json!({ key: value });
-        let serde_json::Value::Object(m) = vars else { unreachable!() };
+        let serde_json::Value::Object(m) = vars else {
+            unreachable!()
+        };
         let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
         assert_eq!(issues.len(), 1, "{key}: {value}: {issues:?}");
         assert_eq!(issues[0].key, key);
@@ -792,19 +830,31 @@ fn an_interface_name_that_is_not_one_is_refused() {
 #[test]
 fn a_datapath_or_virt_type_kstack_does_not_render_is_refused() {
     let vars = serde_json::json!({ "ovs_datapath": "dpdk", "nova_compute_virt_type": "xen" });
-    let serde_json::Value::Object(m) = vars else { unreachable!() };
+    let serde_json::Value::Object(m) = vars else {
+        unreachable!()
+    };
     let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
     let keys: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
-    assert_eq!(keys, BTreeSet::from(["nova_compute_virt_type", "ovs_datapath"]));
+    assert_eq!(
+        keys,
+        BTreeSet::from(["nova_compute_virt_type", "ovs_datapath"])
+    );
     for i in &issues {
-        assert!(i.help.contains("qemu") || i.help.contains("netdev"), "{i:?}");
+        assert!(
+            i.help.contains("qemu") || i.help.contains("netdev"),
+            "{i:?}"
+        );
     }
 }
 
 #[test]
 fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
     let config = config(Globals::default());
-    let password = config.passwords.get("libvirt_sasl_password").unwrap().to_owned();
+    let password = config
+        .passwords
+        .get("libvirt_sasl_password")
+        .unwrap()
+        .to_owned();
     let files = render_files(&config, Target::Kubernetes).unwrap();
     // libvirtd takes SASL logins over TCP (other hosts, as `nova`); nova-compute beside it
     // uses its UNIX socket: SCRAM gives no security layer, and libvirtd offers no mechanism
@@ -828,7 +878,10 @@ fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
     );
     assert!(!script.contains(&password));
     let sasl = file(&files, "nova-libvirt", "sasl.conf");
-    assert!(sasl.contains("sasldb_path: /etc/libvirt/passwd.db"), "{sasl}");
+    assert!(
+        sasl.contains("sasldb_path: /etc/libvirt/passwd.db"),
+        "{sasl}"
+    );
     let r = kubernetes::render(&config).unwrap();
     let Some(Object::DaemonSet(ds)) = r
         .objects
@@ -837,15 +890,40 @@ fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
     else {
         panic!("no nova-libvirt DaemonSet")
     };
-    let c = &ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
-    let hook = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()).and_then(|h| h.exec.as_ref());
+    let c = &ds
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    let hook = c
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.post_start.as_ref())
+        .and_then(|h| h.exec.as_ref());
     assert_eq!(
         hook.and_then(|e| e.command.clone()).unwrap_or_default(),
-        ["/bin/bash", "/var/lib/kolla/config_files/libvirt-sasl-user.sh"]
+        [
+            "/bin/bash",
+            "/var/lib/kolla/config_files/libvirt-sasl-user.sh"
+        ]
     );
-    let env = c.env.iter().flatten().find(|e| e.name == "LIBVIRT_SASL_PASSWORD").expect("the password env");
+    let env = c
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "LIBVIRT_SASL_PASSWORD")
+        .expect("the password env");
     assert_eq!(env.value, None, "the password is no env literal");
-    assert!(env.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).is_some());
+    assert!(
+        env.value_from
+            .as_ref()
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .is_some()
+    );
 }
 
 #[test]
@@ -867,9 +945,18 @@ fn compute_hosts_are_mapped_to_their_cell_once_they_register_and_whenever_they_j
         panic!("{task:?}")
     };
     let script = command.join(" ");
-    assert!(script.starts_with("bash -c sudo -E kolla_set_configs && "), "{script}");
-    assert!(script.contains("nova-manage cell_v2 discover_hosts --by-service"), "{script}");
-    assert!(script.contains("nova-manage cell_v2 list_hosts"), "{script}");
+    assert!(
+        script.starts_with("bash -c sudo -E kolla_set_configs && "),
+        "{script}"
+    );
+    assert!(
+        script.contains("nova-manage cell_v2 discover_hosts --by-service"),
+        "{script}"
+    );
+    assert!(
+        script.contains("nova-manage cell_v2 list_hosts"),
+        "{script}"
+    );
     assert!(script.contains("exit 1"), "{script}");
 }
 
@@ -878,19 +965,64 @@ fn qemu_limits_are_settings_a_host_that_cannot_raise_limits_sets_to_zero() {
     // kolla-ansible's defaults.
     let files = render_files(&config(Globals::default()), Target::Kubernetes).unwrap();
     let qemu = file(&files, "nova-libvirt", "qemu.conf");
-    assert!(qemu.contains("max_files = 32768\n") && qemu.contains("max_processes = 131072\n"), "{qemu}");
+    assert!(
+        qemu.contains("max_files = 32768\n") && qemu.contains("max_processes = 131072\n"),
+        "{qemu}"
+    );
     // A host without CAP_SYS_RESOURCE (libvirtd: "cannot limit number of subprocesses").
     let config = config(globals_with(serde_json::json!({
         "qemu_max_files": 0, "qemu_max_processes": "0",
     })));
     let files = render_files(&config, Target::Kubernetes).unwrap();
     let qemu = file(&files, "nova-libvirt", "qemu.conf");
-    assert!(qemu.contains("max_files = 0\n") && qemu.contains("max_processes = 0\n"), "{qemu}");
-    let serde_json::Value::Object(m) = serde_json::json!({ "qemu_max_files": "many", "qemu_max_processes": -1 })
+    assert!(
+        qemu.contains("max_files = 0\n") && qemu.contains("max_processes = 0\n"),
+        "{qemu}"
+    );
+    let serde_json::Value::Object(m) =
+        serde_json::json!({ "qemu_max_files": "many", "qemu_max_processes": -1 })
     else {
         unreachable!()
     };
     let issues = Globals::from_vars(&m.into_iter().collect()).unwrap_err();
     let keys: BTreeSet<&str> = issues.iter().map(|i| i.key.as_str()).collect();
-    assert_eq!(keys, BTreeSet::from(["qemu_max_files", "qemu_max_processes"]));
+    assert_eq!(
+        keys,
+        BTreeSet::from(["qemu_max_files", "qemu_max_processes"])
+    );
+}
+
+#[test]
+fn a_slow_health_check_on_a_busy_node_restarts_nothing_before_it_is_unready_for_minutes() {
+    let r = kubernetes::render(&config(Globals::default())).unwrap();
+    let Some(Object::StatefulSet(sts)) = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "StatefulSet" && o.name() == "rabbitmq")
+    else {
+        panic!("no rabbitmq StatefulSet")
+    };
+    let c = &sts
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    let ready = c.readiness_probe.as_ref().unwrap();
+    let live = c.liveness_probe.as_ref().unwrap();
+    // Readiness keeps Kolla's timings (30 s timeout, 3 tries every 30 s).
+    assert_eq!(
+        (ready.timeout_seconds, ready.failure_threshold),
+        (Some(30), Some(3))
+    );
+    // On the real node under load, `rabbitmq-diagnostics ping` took over 30 s and the broker
+    // was restarted again and again: liveness waits twice as long, twice as often.
+    assert_eq!(
+        (live.timeout_seconds, live.failure_threshold),
+        (Some(60), Some(6))
+    );
+    assert_eq!(live.exec, ready.exec);
 }
