@@ -39,6 +39,10 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     .await?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "deploy failed: {report}\n{stderr}");
+    eprintln!(
+        "deploy of the default cloud on the real node: {} s",
+        report["seconds"]
+    );
 
     // Every pod of the cloud ran on the real node, in containerd.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
@@ -99,6 +103,14 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
+    eprintln!(
+        "kstack verify: {}",
+        steps
+            .iter()
+            .map(|s| format!("{} {} s", s["step"].as_str().unwrap_or("?"), s["seconds"]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
     upgrade_without_a_failed_request(&cloud, &client).await
 }
@@ -252,8 +264,8 @@ async fn upgrade_without_a_failed_request(
         load.failures.join("\n")
     );
     eprintln!(
-        "upgrade to {next}: {} rounds of token issue and image list, 0 failed",
-        load.rounds
+        "upgrade to {next}: {} s; {} rounds of token issue and image list, 0 failed",
+        report["seconds"], load.rounds
     );
     Ok(())
 }
