@@ -141,13 +141,24 @@ async fn user_load(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Load {
     let http = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
+        // A user's client waits (keystoneauth sets no timeout); a minute still catches a hang.
+        .timeout(std::time::Duration::from_secs(60))
         .build()
         .expect("an HTTP client");
     let body = serde_json::json!({"auth": {
         "identity": {"methods": ["password"], "password": {"user": {
             "name": "admin", "domain": {"id": "default"}, "password": password}}},
         "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
+    // The error with its causes (reqwest's own message names only the URL).
+    let chain = |e: &reqwest::Error| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        text
+    };
     let mut load = Load::default();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         load.rounds += 1;
@@ -169,7 +180,8 @@ async fn user_load(
                 None
             }
             Err(e) => {
-                load.failures.push(format!("{started} token: {e}"));
+                load.failures
+                    .push(format!("{started} token: {}", chain(&e)));
                 None
             }
         };
@@ -184,7 +196,9 @@ async fn user_load(
                 Ok(r) => load
                     .failures
                     .push(format!("{started} image list: HTTP {}", r.status())),
-                Err(e) => load.failures.push(format!("{started} image list: {e}")),
+                Err(e) => load
+                    .failures
+                    .push(format!("{started} image list: {}", chain(&e))),
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
