@@ -72,7 +72,7 @@ bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 bash hack/devcluster.sh import "$(tail -n 1 "$next_log")"
 export KSTACK_E2E_NEXT_TAG=$next_tag
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
-cargo test -p kstack-e2e
+cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
 
 echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"
 cargo build -q --bin kstack
