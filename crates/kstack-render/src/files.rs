@@ -10,10 +10,12 @@
 //! (`templates/<project>/<file>.j2`). Their context holds every globals.yml variable, every
 //! non-empty passwords.yml value, and the computed addresses (`database_address`,
 //! `transport_url`, `memcached_servers`, `keystone_internal_url`, ...; see [`template_context`]).
+//! Passwords, and values made from them, are secret values ([`crate::secrets`]): a file whose
+//! template writes one, in whatever form, is marked [`RenderedFile::secret`] by its render.
 //! Operator overrides (`config/`) are merged over the mergeable INI files afterwards (see
 //! [`kstack_config::overrides`]).
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use kstack_config::Config;
 use kstack_config::overrides::{self, HostIndex, Ini};
@@ -23,6 +25,7 @@ use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
 use crate::kubernetes::KollaConfig;
+use crate::secrets::{SecretUse, Secrets};
 
 /// Where the rendered cloud runs. The target decides how one service reaches another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -77,8 +80,10 @@ pub struct RenderedFile {
     /// File name inside `/var/lib/kolla/config_files` (the `source` in config.json).
     pub name: String,
     pub content: String,
-    /// Whether the file carries a value from passwords.yml: a Secret, never a ConfigMap, and
-    /// mode 0600 on disk.
+    /// Whether the file carries a value from passwords.yml (in any form: raw, escaped, quoted,
+    /// URL-encoded): a Secret, never a ConfigMap, and mode 0600 on disk. Known from what the
+    /// file was made of (its template wrote a secret value, or the code that generated it put a
+    /// password in), never by searching the content.
     pub secret: bool,
 }
 
@@ -385,9 +390,15 @@ impl Templates {
         self.broken.contains_key(name) || self.env.get_template(name).is_ok()
     }
 
-    /// Renders one template; errors carry the template name (of the macro file, when the
-    /// error is inside a macro) and line.
-    pub(crate) fn render(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+    /// Renders one template with `ctx` and the `secrets`; errors carry the template name (of
+    /// the macro file, when the error is inside a macro) and line. The output is secret when
+    /// the template wrote any of the secrets.
+    pub(crate) fn render(
+        &self,
+        name: &str,
+        ctx: &Value,
+        secrets: &Secrets,
+    ) -> Result<Output, RenderError> {
         if let Some(e) = self.broken.get(name) {
             return Err(template_error(name, e));
         }
@@ -395,8 +406,23 @@ impl Templates {
             .env
             .get_template(name)
             .map_err(|e| template_error(name, &e))?;
-        t.render(ctx.clone()).map_err(|e| template_error(name, &e))
+        let used = Arc::new(SecretUse::default());
+        // Names in `ctx` win; the context never has a name in both (see `TemplateContext`).
+        let ctx = minijinja::value::merge_maps([secrets.vars(&used), ctx.clone()]);
+        let content = t.render(ctx).map_err(|e| template_error(name, &e))?;
+        Ok(Output {
+            content,
+            secret: used.used(),
+        })
     }
+}
+
+/// One rendered template.
+#[derive(Debug)]
+pub(crate) struct Output {
+    pub(crate) content: String,
+    /// The template wrote a secret value.
+    pub(crate) secret: bool,
 }
 
 fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
@@ -416,7 +442,8 @@ fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
 }
 
 /// Every non-empty value of passwords.yml (SSH keys: both halves): what must never appear in
-/// a ConfigMap or an env literal.
+/// a ConfigMap, an env literal or a message (`kstack verify` redacts them from what it
+/// reports). Rendering never uses this list to decide what is secret: see [`crate::secrets`].
 pub fn secret_values(passwords: &Passwords) -> Vec<&str> {
     let mut v = Vec::new();
     for s in passwords.entries.values() {
@@ -461,11 +488,6 @@ pub fn container_secret_env<'a>(
         .collect()
 }
 
-/// Whether `content` carries any of `secrets`.
-pub fn carries_secret(content: &str, secrets: &[&str]) -> bool {
-    secrets.iter().any(|s| content.contains(s))
-}
-
 /// A globals.yml value (JSON data model) as a template value.
 fn json_value(v: &serde_json::Value) -> Value {
     match v {
@@ -508,22 +530,40 @@ fn port(catalog: &Catalog, service: &str, name: &str, default: u16) -> u16 {
         .map_or(default, |p| p.port)
 }
 
-/// The template context shared by every file of a cloud: globals.yml variables, non-empty
-/// passwords, and the addresses computed for `target`. Computed names win over globals.yml
-/// variables of the same name.
-pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Value> {
+/// The template context shared by every file of a cloud: plain values (globals.yml variables
+/// and the addresses computed for a target) and secret values (non-empty passwords and values
+/// made from them). A name is in one of the two, never both: computed names win over
+/// passwords.yml keys, which win over globals.yml variables.
+#[derive(Debug, Clone)]
+pub struct TemplateContext {
+    pub plain: BTreeMap<String, Value>,
+    secrets: Secrets,
+}
+
+impl TemplateContext {
+    /// Whether `name` is a secret value (a password, or a value made from one).
+    pub fn is_secret(&self, name: &str) -> bool {
+        self.secrets.contains(name)
+    }
+}
+
+/// The [`TemplateContext`] of `config` for `target`.
+pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let g = &config.globals;
     let c = &config.catalog;
     let mut m: BTreeMap<String, Value> = BTreeMap::new();
+    let mut secret: BTreeMap<String, Arc<str>> = BTreeMap::new();
     for (k, v) in &g.vars {
         m.insert(k.clone(), json_value(v));
     }
     for k in config.passwords.entries.keys() {
         if let Some(v) = config.passwords.get(k) {
-            m.insert(k.clone(), Value::from(v));
+            m.remove(k);
+            secret.insert(k.clone(), Arc::from(v));
         }
     }
     let mut set = |k: &str, v: Value| {
+        secret.remove(k);
         m.insert(k.to_owned(), v);
     };
     let url = |service: &str, port: u16| format!("http://{}:{port}", target.host(g, service, None));
@@ -582,17 +622,15 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
         Target::Compose => format!("rabbit@{}", target.host(g, "rabbitmq", Some(0))),
     };
     set("rabbitmq_nodename", Value::from(nodename));
-    if let Some(pw) = config.passwords.get("rabbitmq_password") {
+    // Holds the RabbitMQ password: a secret value.
+    let transport_url = config.passwords.get("rabbitmq_password").map(|pw| {
         let auth = format!("{}:{}", pct(&rmq_user), pct(pw));
         let hosts: Vec<String> = rmq_hosts
             .iter()
             .map(|h| format!("{auth}@{h}:{rmq_port}"))
             .collect();
-        set(
-            "transport_url",
-            Value::from(format!("rabbit://{}//", hosts.join(","))),
-        );
-    }
+        format!("rabbit://{}//", hosts.join(","))
+    });
     set("rabbitmq_hosts", Value::from(rmq_hosts));
 
     let mc_port = port(c, "memcached", "memcached", 11211);
@@ -683,7 +721,14 @@ pub fn template_context(config: &Config, target: Target) -> BTreeMap<String, Val
                 .collect::<Vec<_>>(),
         ),
     );
-    m
+    if let Some(url) = transport_url {
+        m.remove("transport_url");
+        secret.insert("transport_url".to_owned(), Arc::from(url));
+    }
+    TemplateContext {
+        plain: m,
+        secrets: Secrets::new(secret),
+    }
 }
 
 /// Parsed override files, parsed once per render.
@@ -773,8 +818,9 @@ fn check_overrides(config: &Config) -> Result<(), RenderError> {
 pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFiles>, RenderError> {
     check_overrides(config)?;
     let templates = Templates::builtin();
-    let base = Value::from(template_context(config, target));
-    let secrets = secret_values(&config.passwords);
+    let tc = template_context(config, target);
+    let base = Value::from(tc.plain);
+    let secrets = tc.secrets;
     let host_index = HostIndex::new(config.overrides.keys());
     let mut ov = OverrideSet::new(&config.overrides);
     let mut out = Vec::new();
@@ -830,15 +876,15 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                         template: f.template.clone(),
                     });
                 }
-                let content = templates.render(&tname, &ctx)?;
+                let out = templates.render(&tname, &ctx, &secrets)?;
                 let sources = overrides::sources_for(name, service, c, &f.template);
-                let merged = ov.apply(&tname, content.clone(), &sources)?;
+                let merged = ov.apply(&tname, out.content.clone(), &sources)?;
                 files.push(RenderedFile {
                     name: f.template.clone(),
-                    secret: carries_secret(&merged, &secrets),
+                    secret: out.secret,
                     content: merged,
                 });
-                rendered.push((f, tname, content, sources));
+                rendered.push((f, tname, out.content, sources));
             }
             files.sort_by(|a, b| a.name.cmp(&b.name));
             for host in &hosts {
@@ -850,8 +896,8 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                     let mut s = sources.clone();
                     s.push(overrides::host_source(&service.project, host, &f.template));
                     let merged = ov.apply(tname, content.clone(), &s)?;
+                    // Still secret when the template wrote a secret (set above).
                     if let Some(file) = hfiles.iter_mut().find(|x| x.name == f.template) {
-                        file.secret = carries_secret(&merged, &secrets);
                         file.content = merged;
                     }
                 }
@@ -905,7 +951,7 @@ mod tests {
             ("t/syntax.j2", "a\nb {% if %}\n"),
         ]);
         let ctx = Value::from(BTreeMap::from([("defined".to_owned(), Value::from(1))]));
-        let e = t.render("t/ok.j2", &ctx).unwrap_err();
+        let e = t.render("t/ok.j2", &ctx, &Secrets::default()).unwrap_err();
         assert_eq!(
             e,
             RenderError::Template {
@@ -914,8 +960,9 @@ mod tests {
                 message: "`missing` is undefined (a globals.yml variable or a passwords.yml value the template needs is missing)".into(),
             }
         );
-        let RenderError::Template { template, line, .. } =
-            t.render("t/syntax.j2", &ctx).unwrap_err()
+        let RenderError::Template { template, line, .. } = t
+            .render("t/syntax.j2", &ctx, &Secrets::default())
+            .unwrap_err()
         else {
             panic!("a template error")
         };
@@ -936,7 +983,10 @@ mod tests {
     fn oslo_filter_escapes_dollars() {
         let t = Templates::new(&[("t.j2", "{{ v|oslo }}")]);
         let ctx = Value::from(BTreeMap::from([("v".to_owned(), Value::from("a$b"))]));
-        assert_eq!(t.render("t.j2", &ctx).unwrap(), "a$$b");
+        assert_eq!(
+            t.render("t.j2", &ctx, &Secrets::default()).unwrap().content,
+            "a$$b"
+        );
     }
 
     #[test]

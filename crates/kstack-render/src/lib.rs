@@ -19,6 +19,7 @@ pub mod compose;
 pub mod files;
 pub mod kubernetes;
 pub mod rbac;
+mod secrets;
 pub mod tasks;
 
 pub use files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};

@@ -20,9 +20,7 @@ use std::collections::BTreeMap;
 use kstack_config::Config;
 use kstack_model::catalog::{self, BootstrapKind};
 
-use crate::files::{
-    ContainerFiles, RenderError, RenderedFile, Target, carries_secret, secret_values,
-};
+use crate::files::{ContainerFiles, RenderError, RenderedFile, Target};
 use crate::kubernetes::KOLLA_CONFIG_DIR;
 
 /// Where `kolla_set_configs` copies a task's generated files inside the container.
@@ -166,11 +164,16 @@ pub fn task_spec(
             .map(|f| f.files.clone())
             .unwrap_or_default()
     };
-    let secrets = secret_values(&config.passwords);
-    let file = |n: &str, content: String| RenderedFile {
+    // A generated file is secret when it was made with a password, whatever its escaping.
+    let plain = |n: &str, content: String| RenderedFile {
         name: n.to_owned(),
-        secret: carries_secret(&content, &secrets),
         content,
+        secret: false,
+    };
+    let secret = |n: &str, content: String| RenderedFile {
+        name: n.to_owned(),
+        content,
+        secret: true,
     };
     match &t.task {
         BootstrapKind::KollaBootstrap { container } => {
@@ -298,9 +301,13 @@ pub fn task_spec(
                 g.image_ref(project, "mariadb-server"),
                 "mysql",
                 vec![
-                    file("client.cnf", cnf),
-                    file("db-create.sql", sql),
-                    file("run.sh", script),
+                    secret("client.cnf", cnf),
+                    if users.is_empty() {
+                        plain("db-create.sql", sql)
+                    } else {
+                        secret("db-create.sql", sql)
+                    },
+                    plain("run.sh", script),
                 ],
             ))
         }
@@ -415,9 +422,9 @@ pub fn task_spec(
                 g.image_ref("kolla_toolbox", "kolla-toolbox"),
                 "ansible",
                 vec![
-                    file("clouds.yaml", clouds),
-                    file("service-password", user_pw.to_owned()),
-                    file("run.sh", script),
+                    secret("clouds.yaml", clouds),
+                    secret("service-password", user_pw.to_owned()),
+                    plain("run.sh", script),
                 ],
             ))
         }
