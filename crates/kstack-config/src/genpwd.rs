@@ -76,7 +76,6 @@ pub fn fill_with_bits<R: RngCore + CryptoRng>(
     bits: usize,
 ) -> Result<Filled, Vec<Diag>> {
     // Validate first, so a broken file is reported and never rewritten.
-    let parsed = passwords::parse(text)?;
     let entries = parse_entries(passwords::FILE, text, true)?;
     // Keys are filled in place and missing ones appended at column 1: a file whose top-level
     // keys are indented would no longer parse afterwards, so it is reported, not rewritten.
@@ -101,6 +100,7 @@ pub fn fill_with_bits<R: RngCore + CryptoRng>(
     if !indented.is_empty() {
         return Err(indented);
     }
+    let parsed = passwords::parse(text)?;
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let mut generated = Vec::new();
     let mut blocks = Vec::new();

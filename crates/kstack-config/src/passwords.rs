@@ -238,6 +238,39 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// A password holding a control character: templates write passwords into line-based files
+/// (oslo.config INI, MySQL option files, env files), where a line break would end the value and
+/// make the rest new options. Names the kind of character, never the value.
+fn control_character(key: &str, value: &str, line: u64, column: u64) -> Diag {
+    let what = match value.chars().find(|c| c.is_control()) {
+        Some('\n' | '\r') => "a line break",
+        Some('\t') => "a tab",
+        _ => "a control character",
+    };
+    let block = value.ends_with('\n');
+    let mut help = format!(
+        "passwords are written into line-based config files, where {what} would end the value and \
+         turn the rest into new settings; "
+    );
+    if block {
+        help.push_str(
+            "a YAML block scalar (`|` or `>`) ends with a line break: write the password on one \
+             line (`key: \"...\"`), ",
+        );
+    } else {
+        help.push_str("remove it, ");
+    }
+    help.push_str("or empty the value and run `kstack genpwd`");
+    Diag::new(
+        Severity::Error,
+        FILE,
+        format!("the password contains {what} (the value starting here; it is not shown)"),
+    )
+    .at(line, column)
+    .field(key)
+    .help(help)
+}
+
 /// Parses passwords.yml. Errors never contain the file text or a value.
 pub fn parse(text: &str) -> Result<Passwords, Vec<Diag>> {
     let entries = parse_entries(FILE, text, true)?;
@@ -296,6 +329,15 @@ pub fn parse(text: &str) -> Result<Passwords, Vec<Diag>> {
         } else {
             match &e.value {
                 Value::Null => Secret::Empty,
+                Value::String(s) if s.chars().any(char::is_control) => {
+                    diags.push(control_character(
+                        &e.key,
+                        s,
+                        e.value_loc.line(),
+                        e.value_loc.column(),
+                    ));
+                    continue;
+                }
                 Value::String(s) => Secret::Value(s.clone()),
                 // `password: 123456` is a number in YAML; Ansible uses it as a string.
                 Value::Number(n) => Secret::Value(n.to_string()),
@@ -347,6 +389,42 @@ mod tests {
             !all.contains(&"cinder_database_password"),
             "cinder is off by default"
         );
+    }
+
+    #[test]
+    fn control_characters_are_refused_naming_key_and_line_never_the_value() {
+        let text = "database_password: okvalue\n\
+                    keystone_admin_password: \"top\\nsecret\\n[DEFAULT]\\ndebug = True\"\n\
+                    rabbitmq_password: |\n  blocksecret\n\
+                    memcache_secret_key: \"tab\\tsecret\"\n\
+                    metadata_secret: \"bell\\u0007secret\"\n\
+                    horizon_secret_key: \"del\\u007fsecret\"\n";
+        let diags = parse(text).unwrap_err();
+        let got: Vec<(String, u64)> = diags
+            .iter()
+            .map(|d| (d.field.clone().unwrap(), d.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("keystone_admin_password".to_owned(), 2),
+                ("rabbitmq_password".to_owned(), 4),
+                ("memcache_secret_key".to_owned(), 5),
+                ("metadata_secret".to_owned(), 6),
+                ("horizon_secret_key".to_owned(), 7),
+            ]
+        );
+        assert!(diags[0].message.contains("a line break"));
+        assert!(diags[1].help.as_deref().unwrap().contains("block scalar"));
+        assert!(diags[2].message.contains("a tab"));
+        assert!(diags[3].message.contains("a control character"));
+        let shown = format!("{}{diags:?}", crate::render_plain(&diags));
+        for secret in ["top", "blocksecret", "DEFAULT", "bell", "del"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        // Printable ASCII, spaces, quotes and non-ASCII letters are fine.
+        let p = parse("database_password: \" a;$\\\"' #%é{{ x }}\"\n").unwrap();
+        assert_eq!(p.get("database_password"), Some(" a;$\"' #%é{{ x }}"));
     }
 
     #[test]

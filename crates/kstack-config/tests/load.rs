@@ -153,3 +153,16 @@ fn overrides_are_kept_and_must_be_text() {
         "{out}"
     );
 }
+
+#[test]
+fn a_line_break_in_a_password_is_refused_with_file_key_and_line() {
+    let passwords = "database_password: ok\nkeystone_admin_password: \"Sup3rSecret\\n[DEFAULT]\\ndebug = True\"\nrabbitmq_password: |\n  Sup3rSecretBlock\n";
+    let loaded = load(&sources("", passwords));
+    assert!(loaded.config.is_none());
+    let out = render_plain(&loaded.diagnostics);
+    assert!(
+        !out.contains("Sup3rSecret") && !out.contains("DEFAULT"),
+        "{out}"
+    );
+    insta::assert_snapshot!(out);
+}

@@ -325,6 +325,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The auto-escape mode of every template (see [`Templates::new`]).
+const LINE_VALUES: &str = "kstack-line-values";
+
 /// Names of the embedded templates, sorted.
 pub fn template_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = TEMPLATES.iter().map(|(n, _)| *n).collect();
@@ -343,9 +346,29 @@ impl Templates {
     pub(crate) fn new(sources: &[(&'static str, &'static str)]) -> Templates {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        // Config files are not HTML or JSON documents of user input: no auto-escaping, even
-        // for `definitions.json` (its values go through `tojson`).
-        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        // Config files are not HTML or JSON documents: no HTML or JSON escaping, even for
+        // `definitions.json` (its values go through `tojson`). The custom mode only makes macro
+        // output template text (a safe string), so the formatter below tells it from values.
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::Custom(LINE_VALUES.into()));
+        // Every value a `{{ }}` writes stays on its line: a line break (or any other control
+        // character) in a globals.yml or passwords.yml value would start new lines, i.e. new
+        // options, in the INI files. Refused, naming the template line, never the value.
+        // Template text and macro output (safe strings) are written as they are.
+        env.set_formatter(|out, _state, value| {
+            if value.is_safe() {
+                return write!(out, "{value}").map_err(minijinja::Error::from);
+            }
+            let text = value.to_string();
+            if text.contains(char::is_control) {
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    "the value written here holds a line break or another control character, \
+                     which would start a new line in the file; kstack refuses to write it (check \
+                     the globals.yml or passwords.yml value this line writes)",
+                ));
+            }
+            out.write_str(&text).map_err(minijinja::Error::from)
+        });
         if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
             .keep_trailing_newline(true)
             .build()
@@ -976,6 +999,61 @@ mod tests {
             t.broken.is_empty(),
             "{:?}",
             t.broken.keys().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_value_never_starts_a_new_line() {
+        let t = Templates::new(&[
+            (
+                "t/m.j2",
+                "{% macro block(v) %}[a]\nk = {{ v }}\n{% endmacro %}",
+            ),
+            (
+                "t/t.j2",
+                "{% from 't/m.j2' import block %}[DEFAULT]\nregion = {{ v }}\n{{ block('ok') }}",
+            ),
+            ("t/s.j2", "[DEFAULT]\n\npassword = {{ pw|oslo }}\n"),
+        ]);
+        let ctx = |v: &str| Value::from(BTreeMap::from([("v".to_owned(), Value::from(v))]));
+        // Template text and macro output span lines; a value stays on its own.
+        let out = t
+            .render("t/t.j2", &ctx("RegionOne"), &Secrets::default())
+            .unwrap();
+        assert_eq!(out.content, "[DEFAULT]\nregion = RegionOne\n[a]\nk = ok\n");
+        for bad in [
+            "One\n[DEFAULT]\ndebug = True",
+            "One\r",
+            "One\tTwo",
+            "One\u{7f}",
+        ] {
+            let e = t
+                .render("t/t.j2", &ctx(bad), &Secrets::default())
+                .unwrap_err();
+            let RenderError::Template {
+                template,
+                line,
+                message,
+            } = &e
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!((template.as_str(), *line), ("t/t.j2", 2), "{bad:?}");
+            assert!(
+                message.contains("line break") && !message.contains("One"),
+                "{message}"
+            );
+        }
+        // A password too, and the error does not show it.
+        let secrets = Secrets::new(BTreeMap::from([(
+            "pw".to_owned(),
+            Arc::from("Sup3rSecret\n[DEFAULT]\ndebug = True"),
+        )]));
+        let e = t.render("t/s.j2", &ctx(""), &secrets).unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(
+            text.contains("line 3") && !text.contains("Sup3rSecret"),
+            "{text}"
         );
     }
 
