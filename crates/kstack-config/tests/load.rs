@@ -166,3 +166,24 @@ fn a_line_break_in_a_password_is_refused_with_file_key_and_line() {
     );
     insta::assert_snapshot!(out);
 }
+
+#[test]
+fn namespace_and_image_references_name_file_line_and_field() {
+    let text = "---\nkubernetes_namespace: \"{{ x }}\"\ndocker_registry: quay.io\ndocker_namespace: ../../etc\nopenstack_tag: \"2025.1 rocky\"\nopenstack_region_name: \"RegionOne\\n[DEFAULT]\\ndebug = True\"\n";
+    let (globals, diags) = load_globals(text);
+    assert!(globals.is_none());
+    let found: Vec<_> = diags
+        .iter()
+        .map(|d| (d.field.clone().unwrap(), d.line))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("kubernetes_namespace".to_string(), 2),
+            ("docker_namespace".to_string(), 4),
+            ("openstack_tag".to_string(), 5),
+            ("openstack_region_name".to_string(), 6),
+        ]
+    );
+    insta::assert_snapshot!(render_plain(&diags));
+}

@@ -9,7 +9,7 @@
 //! does, and checks the types of every variable kstack interprets. It reports every problem, not
 //! only the first, as [`GlobalsIssue`]s keyed by variable name; the config loader attaches file
 //! locations to them.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -345,6 +345,196 @@ impl Typer<'_> {
     }
 }
 
+/// Reports every string below `key` that holds a control character (a line break, a tab, ...);
+/// returns whether there was one. Any globals.yml value can reach a rendered config file
+/// (templates read every variable), where a line break would start new options.
+fn control_characters(t: &mut Typer<'_>, key: &str, path: Option<String>, v: &Value) -> bool {
+    match v {
+        Value::String(s) => match s.chars().find(|c| c.is_control()) {
+            Some(c) => {
+                let what = match c {
+                    '\n' | '\r' => "a line break".to_owned(),
+                    '\t' => "a tab".to_owned(),
+                    c => format!("the control character U+{:04X}", c as u32),
+                };
+                let block = s.ends_with('\n');
+                t.issue(
+                    key,
+                    path,
+                    format!("the value contains {what}"),
+                    if block {
+                        "a YAML block scalar (`|` or `>`) ends with a line break: write the value on one line, or use `|-` / `>-`".into()
+                    } else {
+                        "remove it: values are written into line-based config files, where it would start a new line".into()
+                    },
+                );
+                true
+            }
+            None => false,
+        },
+        Value::Array(a) => {
+            let mut found = false;
+            for (i, x) in a.iter().enumerate() {
+                let sub = match &path {
+                    Some(p) => format!("{p}[{i}]"),
+                    None => format!("[{i}]"),
+                };
+                found |= control_characters(t, key, Some(sub), x);
+            }
+            found
+        }
+        Value::Object(m) => {
+            let mut found = false;
+            for (k, x) in m {
+                let sub = match &path {
+                    Some(p) => format!("{p}.{k}"),
+                    None => k.clone(),
+                };
+                found |= control_characters(t, key, Some(sub), x);
+            }
+            found
+        }
+        _ => false,
+    }
+}
+
+/// The final values that name things in every rendered object.
+struct Names<'a> {
+    kubernetes_namespace: &'a str,
+    docker_registry: &'a str,
+    docker_namespace: &'a str,
+    docker_image_name_prefix: &'a str,
+    openstack_tag: &'a str,
+    /// The variables `openstack_tag` is derived from when it is not set.
+    tag_parts: [(&'a str, &'a str); 3],
+}
+
+/// A value in a message: control characters escaped.
+fn quoted(v: &str) -> String {
+    let mut s: String = v.escape_debug().collect();
+    if s.chars().count() > 80 {
+        s = s.chars().take(77).collect::<String>() + "...";
+    }
+    format!("`{s}`")
+}
+
+/// A hint for a value that still holds a Jinja expression.
+fn jinja_hint(v: &str) -> &'static str {
+    if v.contains("{{") || v.contains("{%") {
+        " The value holds a Jinja expression that was not expanded: write the final value."
+    } else {
+        ""
+    }
+}
+
+/// Checks the Kubernetes namespace and the parts of the image references against their
+/// grammars ([`crate::names`]), skipping variables in `skip` (already reported).
+fn check_names(t: &mut Typer<'_>, skip: &BTreeSet<&String>, n: &Names<'_>) {
+    use crate::names;
+    let set = |key: &str| t.vars.get(key).is_some_and(|v| !v.is_null());
+    let check = |t: &mut Typer<'_>,
+                 key: &str,
+                 value: &str,
+                 what: &str,
+                 result: Result<(), String>,
+                 help: &str| {
+        if skip.iter().any(|k| k.as_str() == key) {
+            return;
+        }
+        if let Err(why) = result {
+            t.issue(
+                key,
+                None,
+                format!("{} is not a valid {what}: {why}", quoted(value)),
+                format!("{help}.{}", jinja_hint(value)),
+            );
+        }
+    };
+    check(
+        t,
+        "kubernetes_namespace",
+        n.kubernetes_namespace,
+        "Kubernetes namespace",
+        names::dns1123_label(n.kubernetes_namespace),
+        "a namespace is a DNS-1123 label: at most 63 lower-case letters, digits and `-`, starting and ending with a letter or digit, e.g. `openstack`",
+    );
+    if !n.docker_registry.is_empty() {
+        check(
+            t,
+            "docker_registry",
+            n.docker_registry,
+            "image registry",
+            names::registry(n.docker_registry),
+            "write `host[:port]`, optionally followed by a path, e.g. `quay.io` or `registry.example.com:5000/mirror`, without `https://`; an empty value means no registry part",
+        );
+    }
+    check(
+        t,
+        "docker_namespace",
+        n.docker_namespace,
+        "image namespace",
+        names::repository_path(n.docker_namespace),
+        "write the repository path images live under, e.g. `openstack.kolla`: lower-case letters, digits and `.`, `_`, `-` between them, parts separated by `/`",
+    );
+    check(
+        t,
+        "docker_image_name_prefix",
+        n.docker_image_name_prefix,
+        "image name prefix",
+        names::name_prefix(n.docker_image_name_prefix),
+        "write what goes before each image name, e.g. `centos-source-`: lower-case letters, digits, `.`, `_`, `-`",
+    );
+    let tag_help = "an image tag is at most 128 letters, digits, `_`, `.` and `-`, not starting with `.` or `-`, e.g. `2025.1-rocky-9`";
+    if set("openstack_tag") {
+        check(
+            t,
+            "openstack_tag",
+            n.openstack_tag,
+            "image tag",
+            names::tag(n.openstack_tag),
+            tag_help,
+        );
+    } else if let Err(why) = names::tag(n.openstack_tag) {
+        // Derived `{release}-{distro}-{version}{suffix}`: name the variable that breaks it.
+        let culprit = n
+            .tag_parts
+            .iter()
+            .find(|(_, v)| {
+                v.chars()
+                    .any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+            })
+            .or_else(|| n.tag_parts.first().filter(|(_, v)| names::tag(v).is_err()))
+            .copied()
+            .unwrap_or(n.tag_parts[0]);
+        let (key, value) = culprit;
+        if !skip.iter().any(|k| k.as_str() == key) {
+            t.issue(
+                key,
+                None,
+                format!(
+                    "{} makes the image tag {} (`openstack_tag` is not set, so it is derived from `openstack_release`, `kolla_base_distro`, `kolla_base_distro_version` and `openstack_tag_suffix`) invalid: {why}",
+                    quoted(value),
+                    quoted(n.openstack_tag),
+                ),
+                format!("{tag_help}; or set `openstack_tag` itself.{}", jinja_hint(value)),
+            );
+        }
+    }
+    let per_service: Vec<(String, String)> = t
+        .vars
+        .iter()
+        .filter(|(k, _)| k.ends_with("_tag") && k.as_str() != "openstack_tag")
+        .filter_map(|(k, v)| match v {
+            Value::String(s) if !s.is_empty() => Some((k.clone(), s.clone())),
+            Value::Number(x) => Some((k.clone(), x.to_string())),
+            _ => None,
+        })
+        .collect();
+    for (key, value) in per_service {
+        check(t, &key, &value, "image tag", names::tag(&value), tag_help);
+    }
+}
+
 impl Globals {
     /// Merges `user` over the defaults, derives dependent defaults and types every variable
     /// kstack interprets. Returns every problem found.
@@ -667,6 +857,37 @@ impl Globals {
             ),
         }
 
+        // The final values (after derivation, and after any evaluation that runs before this
+        // function) must be safe to write: no line breaks, and names Kubernetes and the
+        // registry accept.
+        let typed_badly: BTreeSet<String> = t.issues.iter().map(|i| i.key.clone()).collect();
+        let mut unprintable = BTreeSet::new();
+        for (key, value) in &vars {
+            if !typed_badly.contains(key) && control_characters(&mut t, key, None, value) {
+                unprintable.insert(key.clone());
+            }
+        }
+        let skip: BTreeSet<&String> = typed_badly.iter().chain(&unprintable).collect();
+        check_names(
+            &mut t,
+            &skip,
+            &Names {
+                kubernetes_namespace: &kubernetes_namespace,
+                docker_registry: &docker_registry,
+                docker_namespace: &docker_namespace,
+                docker_image_name_prefix: &docker_image_name_prefix,
+                openstack_tag: &openstack_tag,
+                tag_parts: [
+                    ("openstack_release", openstack_release.as_str()),
+                    (
+                        "kolla_base_distro_version",
+                        kolla_base_distro_version.as_str(),
+                    ),
+                    ("openstack_tag_suffix", openstack_tag_suffix.as_str()),
+                ],
+            },
+        );
+
         let issues = std::mem::take(&mut t.issues);
         if !issues.is_empty() {
             return Err(issues);
@@ -901,6 +1122,118 @@ mod tests {
             "{}",
             issues[0].message
         );
+    }
+
+    #[test]
+    fn namespace_and_image_references_are_checked_on_their_final_values() {
+        let issues = Globals::from_vars(&vars(json!({
+            "kubernetes_namespace": "{{ x }}",
+            "docker_registry": "https://quay.io",
+            "docker_namespace": "../../etc",
+            "docker_image_name_prefix": "My-",
+            "openstack_tag": "2025.1 rocky",
+            "keystone_tag": "{{ keystone_version }}",
+            "nova_tag": 2025.1,
+        })))
+        .unwrap_err();
+        let found: Vec<(&str, &str)> = issues
+            .iter()
+            .map(|i| (i.key.as_str(), i.message.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "kubernetes_namespace",
+                    "`{{ x }}` is not a valid Kubernetes namespace: it contains `{`; only lower-case letters, digits and `-` are allowed"
+                ),
+                (
+                    "docker_registry",
+                    "`https://quay.io` is not a valid image registry: it starts with a URL scheme (`https://`); a registry is named without one"
+                ),
+                (
+                    "docker_namespace",
+                    "`../../etc` is not a valid image namespace: the part `..` must start and end with a lower-case letter or digit"
+                ),
+                (
+                    "docker_image_name_prefix",
+                    "`My-` is not a valid image name prefix: it contains `M`; only lower-case letters, digits, `.`, `_`, `-` and `/` are allowed"
+                ),
+                (
+                    "openstack_tag",
+                    "`2025.1 rocky` is not a valid image tag: it contains a space; only letters, digits, `_`, `.` and `-` are allowed"
+                ),
+                (
+                    "keystone_tag",
+                    "`{{ keystone_version }}` is not a valid image tag: it contains `{`; only letters, digits, `_`, `.` and `-` are allowed"
+                ),
+            ]
+        );
+        assert!(issues[0].help.contains("DNS-1123") && issues[0].help.contains("Jinja"));
+        assert!(!issues[1].help.contains("Jinja"));
+
+        // A derived tag names the variable that breaks it.
+        let issues =
+            Globals::from_vars(&vars(json!({"openstack_release": "2025.1/../x"}))).unwrap_err();
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].key, "openstack_release");
+        assert!(
+            issues[0].message.contains("`2025.1/../x-rocky-9`"),
+            "{}",
+            issues[0].message
+        );
+        // Registries kolla-ansible users have.
+        for r in [
+            "",
+            "localhost:4000",
+            "192.168.1.10:4000",
+            "registry.example.com/mirror",
+        ] {
+            let g = Globals::from_vars(&vars(json!({"docker_registry": r}))).unwrap();
+            assert_eq!(g.docker_registry, r);
+        }
+    }
+
+    #[test]
+    fn line_breaks_are_refused_in_every_value() {
+        let issues = Globals::from_vars(&vars(json!({
+            "openstack_region_name": "RegionOne\n[DEFAULT]\ndebug = True",
+            "kubernetes_namespace": "openstack\n",
+            "my_own_setting": {"list": ["ok", "tab\there"]},
+            "another": "bell\u{7}",
+        })))
+        .unwrap_err();
+        let found: Vec<(String, Option<String>, String)> = issues
+            .iter()
+            .map(|i| (i.key.clone(), i.subpath.clone(), i.message.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "another".into(),
+                    None,
+                    "the value contains the control character U+0007".into()
+                ),
+                (
+                    "kubernetes_namespace".into(),
+                    None,
+                    "the value contains a line break".into()
+                ),
+                (
+                    "my_own_setting".into(),
+                    Some("list[1]".into()),
+                    "the value contains a tab".into()
+                ),
+                (
+                    "openstack_region_name".into(),
+                    None,
+                    "the value contains a line break".into()
+                ),
+            ],
+            "one issue per value, the namespace not reported twice"
+        );
+        assert!(issues[1].help.contains("block scalar"));
     }
 
     #[test]

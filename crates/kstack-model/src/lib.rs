@@ -4,3 +4,4 @@ pub mod catalog;
 pub mod distro;
 pub mod globals;
 pub mod graph;
+pub mod names;
