@@ -107,3 +107,50 @@ fn help_has_examples() {
         );
     }
 }
+
+/// Links under `config/` that kstack refuses are bad input like any other (exit 2), never an IO
+/// failure (exit 1), and the linked content is not read.
+#[cfg(unix)]
+#[test]
+fn refused_override_links_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    std::fs::write(
+        dir.join("passwords.yml"),
+        kstack_config::testing::passwords_yml(1),
+    )
+    .unwrap();
+    let out = kstack(&["validate", "--config-dir", d]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let outside = tempfile::tempdir().unwrap();
+    for (link, target) in [
+        // A directory link looping back, and one leaving the config directory.
+        ("config/nova", dir.join("config")),
+        ("config/global.conf", outside.path().join("x.conf")),
+    ] {
+        std::fs::write(
+            outside.path().join("x.conf"),
+            "[DEFAULT]\nfrom_outside = 1\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(link)).unwrap();
+        let out = kstack(&["validate", "--config-dir", d]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{link}: {stderr}");
+        assert!(
+            stderr.contains(link) && stderr.contains("symbolic link"),
+            "{stderr}"
+        );
+        let out = kstack(&["template", "--config-dir", d]);
+        assert_eq!(out.status.code(), Some(2), "{link}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("from_outside"));
+        std::fs::remove_file(dir.join(link)).unwrap();
+    }
+}

@@ -2,8 +2,9 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::diagnostic::{Diag, Severity};
 use crate::load::{GLOBALS_FILE, Loaded, Sources, load};
-use crate::passwords;
+use crate::{overrides, passwords};
 
 /// Errors reading or writing a config directory.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +30,36 @@ fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, FsError> {
     }
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Sources) -> Result<(), FsError> {
+/// `path` relative to `root`, with `/` separators.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A refused entry of `config/`: an error naming it, with what to do.
+fn refuse(out: &mut Sources, rel: &str, message: &str, help: &str) {
+    out.refused.push(
+        Diag::new(
+            Severity::Error,
+            &format!("{}/{rel}", overrides::DIR),
+            message,
+        )
+        .help(help),
+    );
+}
+
+/// Reads the override files under `dir` (inside `root`, the config directory's `config/`).
+///
+/// Only regular files are read. A symbolic link to a regular file is followed when its
+/// target, with every link resolved, is inside `root`; one that leaves `root` is refused
+/// unread, so no file elsewhere on the machine becomes config. Links to directories are
+/// refused (a link may loop, and a linked tree may leave `root` further down), as are
+/// dangling links, devices, sockets and pipes (reading a pipe would block).
+fn walk(root: &Path, real_root: &Path, dir: &Path, out: &mut Sources) -> Result<(), FsError> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -50,24 +80,78 @@ fn walk(root: &Path, dir: &Path, out: &mut Sources) -> Result<(), FsError> {
     }
     paths.sort();
     for p in paths {
-        if p.is_dir() {
-            walk(root, &p, out)?;
-        } else {
-            let rel = p.strip_prefix(root).unwrap_or(&p);
-            let rel = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            if rel == "README" || rel == "README.md" {
-                continue;
-            }
-            let bytes = std::fs::read(&p).map_err(|source| FsError::Read {
+        let rel = relative(root, &p);
+        if rel == "README" || rel == "README.md" {
+            continue;
+        }
+        // The entry itself, not what a link points at.
+        let kind = std::fs::symlink_metadata(&p)
+            .map_err(|source| FsError::Read {
                 path: p.clone(),
                 source,
-            })?;
-            out.overrides.insert(rel, bytes);
+            })?
+            .file_type();
+        if kind.is_dir() {
+            walk(root, real_root, &p, out)?;
+            continue;
         }
+        if kind.is_symlink() {
+            let target = match std::fs::canonicalize(&p) {
+                Ok(t) => t,
+                Err(_) => {
+                    refuse(
+                        out,
+                        &rel,
+                        "the symbolic link points at nothing kstack can read",
+                        "fix or remove the link",
+                    );
+                    continue;
+                }
+            };
+            if !target.starts_with(real_root) {
+                refuse(
+                    out,
+                    &rel,
+                    "the symbolic link points outside `config/`; kstack does not read it",
+                    "copy the file into `config/`, or link to a file inside `config/`",
+                );
+                continue;
+            }
+            match std::fs::metadata(&target) {
+                Ok(m) if m.is_file() => {}
+                Ok(m) if m.is_dir() => {
+                    refuse(
+                        out,
+                        &rel,
+                        "the symbolic link points to a directory; kstack reads only real directories under `config/`",
+                        "make it a directory, or link the files in it one by one",
+                    );
+                    continue;
+                }
+                _ => {
+                    refuse(
+                        out,
+                        &rel,
+                        "the symbolic link points to something that is not a regular file",
+                        "link to a regular file inside `config/`, or remove the link",
+                    );
+                    continue;
+                }
+            }
+        } else if !kind.is_file() {
+            refuse(
+                out,
+                &rel,
+                "this is not a regular file (a device, socket or pipe); kstack does not read it",
+                "override files are regular INI files; remove it",
+            );
+            continue;
+        }
+        let bytes = std::fs::read(&p).map_err(|source| FsError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        out.overrides.insert(rel, bytes);
     }
     Ok(())
 }
@@ -80,8 +164,14 @@ pub fn read_dir(dir: &Path) -> Result<Sources, FsError> {
         catalog: read_opt(&dir.join(crate::catalog::CATALOG_FILE))?,
         ..Sources::default()
     };
-    let cfg = dir.join("config");
-    walk(&cfg, &cfg, &mut s)?;
+    let cfg = dir.join(overrides::DIR);
+    // Links are judged by where they lead with every link resolved, `config/` included.
+    let real = match std::fs::canonicalize(&cfg) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(s),
+        Err(source) => return Err(FsError::Read { path: cfg, source }),
+    };
+    walk(&cfg, &real, &cfg, &mut s)?;
     Ok(s)
 }
 

@@ -22,6 +22,9 @@ pub struct Sources {
     pub overrides: BTreeMap<String, Vec<u8>>,
     /// `catalog.yml`, the operator catalog merged over the built-in one.
     pub catalog: Option<Vec<u8>>,
+    /// Entries under `config/` the reader refused without reading them (a symbolic link that
+    /// leaves `config/`, a link to a directory, a device or pipe), as errors [`load`] reports.
+    pub refused: Vec<Diag>,
 }
 
 /// A loaded, valid config directory.
@@ -214,6 +217,7 @@ pub fn load(sources: &Sources) -> Loaded {
             diags.extend(crate::overrides::check(c, &sources.overrides));
         }
     }
+    diags.extend(sources.refused.iter().cloned());
     for (path, bytes) in &sources.overrides {
         let file = format!("config/{path}");
         if path.ends_with(".conf")

@@ -10,7 +10,10 @@
 //!
 //! Later files win per `[section]` key; a key repeated in one file is a multi-valued option.
 //! Override files are taken literally: unlike kolla-ansible, kstack does not run them through
-//! a template engine.
+//! a template engine. Every setting must be under a `[section]` header
+//! ([`Ini::parse_override`]). A setting that looks like a credential ([`Ini::credentials`]) is
+//! warned about, and the files it is merged into are kept secret. Which files are read at all
+//! (regular files; links only within `config/`) is [`crate::fs`]'s rule.
 //!
 //! Pure: bytes in, values or diagnostics out. Diagnostics name file and line but never echo a
 //! line's text (an override may hold a password).
@@ -19,6 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use kstack_model::catalog::{Catalog, Container, Service, WorkloadKind};
 
 use crate::diagnostic::{Diag, Severity};
+
+/// The message of an override key before any `[section]` header.
+const SECTIONLESS: &str =
+    "this setting comes before any `[section]` header, so it belongs to no section";
 
 /// The directory of override files inside the config directory.
 pub const DIR: &str = "config";
@@ -63,8 +70,20 @@ impl Ini {
 
     /// Parses INI text: `[section]` headers, `key = value` (or `key: value`) lines, comments
     /// starting with `#` or `;`, and indented continuation lines. A section that appears twice
-    /// is one section; a key that appears twice is multi-valued.
+    /// is one section; a key that appears twice is multi-valued. Keys before any header are
+    /// kept in a section without a name (rendered files may have them).
     pub fn parse(text: &str) -> Result<Ini, IniError> {
+        Ini::parse_with(text, false)
+    }
+
+    /// Parses an operator's override file: like [`Ini::parse`], but a key before any
+    /// `[section]` header is an error. oslo.config refuses such a file, and merged into a
+    /// generated file the key would land in no section of it.
+    pub fn parse_override(text: &str) -> Result<Ini, IniError> {
+        Ini::parse_with(text, true)
+    }
+
+    fn parse_with(text: &str, sections_only: bool) -> Result<Ini, IniError> {
         let mut ini = Ini::default();
         let mut current = String::new();
         // (section, key) of the last value, for continuation lines.
@@ -120,6 +139,13 @@ impl Ini {
                     message: "the line has a value but no key before `=`".into(),
                 });
             }
+            if sections_only && current.is_empty() {
+                return Err(IniError {
+                    line,
+                    // The key is not echoed either: the line may be a pasted secret.
+                    message: SECTIONLESS.into(),
+                });
+            }
             let section = ini.section_mut(&current);
             match section.entries.iter_mut().find(|(k, _)| k == key) {
                 Some((_, values)) => values.push(value.to_owned()),
@@ -130,6 +156,29 @@ impl Ini {
             last = Some((current.clone(), key.to_owned()));
         }
         Ok(ini)
+    }
+
+    /// The `(section, key)` of every setting that looks like a credential written literally: a
+    /// key naming a password, secret or token with a value, or a URL with a password in it
+    /// (`scheme://user:password@host`). Used to warn, and to keep the files such an override
+    /// is merged into secret.
+    pub fn credentials(&self) -> Vec<(&str, &str)> {
+        let mut out = Vec::new();
+        for s in &self.sections {
+            for (key, values) in &s.entries {
+                let k = key.to_ascii_lowercase();
+                let named = ["password", "passwd", "secret", "token"]
+                    .iter()
+                    .any(|w| k.contains(w));
+                if values
+                    .iter()
+                    .any(|v| (named && !v.is_empty()) || url_with_password(v))
+                {
+                    out.push((s.name.as_str(), key.as_str()));
+                }
+            }
+        }
+        out
     }
 
     /// Lays `over` on top: every key `over` sets replaces all values of that key in the same
@@ -172,6 +221,19 @@ impl Ini {
         }
         out
     }
+}
+
+/// Whether `v` holds a URL whose user info has a password (`scheme://user:pw@host`).
+fn url_with_password(v: &str) -> bool {
+    v.match_indices("://").any(|(i, _)| {
+        let rest = &v[i + 3..];
+        let authority = rest.split(['/', '?', '#', ' ', ',']).next().unwrap_or("");
+        authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
+            userinfo
+                .split_once(':')
+                .is_some_and(|(_, pw)| !pw.is_empty())
+        })
+    })
 }
 
 /// The main config file of a container, the one `global.conf`, `<project>.conf` and
@@ -373,11 +435,30 @@ pub fn check(catalog: &Catalog, overrides: &BTreeMap<String, Vec<u8>>) -> Vec<Di
                 let Ok(text) = std::str::from_utf8(bytes) else {
                     continue;
                 };
-                if let Err(e) = Ini::parse(text) {
+                let ini = Ini::parse_override(text);
+                if let Ok(ini) = &ini {
+                    for (section, key) in ini.credentials() {
+                        diags.push(
+                            Diag::new(
+                                Severity::Warning,
+                                &file,
+                                "this setting looks like a credential written in clear (a password, secret or token, or a URL with a password)",
+                            )
+                            .field(format!("{section}.{key}"))
+                            .help("the files this override is merged into are kept secret (a Secret, a 0600 file), but the override itself lies in clear in the config directory: keep the directory as private as passwords.yml, and prefer a setting kstack fills from passwords.yml"),
+                        );
+                    }
+                }
+                if let Err(e) = ini {
+                    let help = if e.message == SECTIONLESS {
+                        "put the `[section]` header it belongs to above it, e.g. `[DEFAULT]`; override files are merged section by section over the generated file"
+                    } else {
+                        "fix the line; override files are INI files merged key by key over the generated file"
+                    };
                     diags.push(
                         Diag::new(Severity::Error, &file, e.message)
                             .at(e.line as u64, 0)
-                            .help("fix the line; override files are INI files merged key by key over the generated file"),
+                            .help(help),
                     );
                 }
             }
@@ -431,6 +512,40 @@ mod tests {
         assert_eq!(Ini::parse("[a\n").unwrap_err().line, 1);
         assert_eq!(Ini::parse("[]\n").unwrap_err().line, 1);
         assert_eq!(Ini::parse("\n= v\n").unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn an_override_key_before_any_section_is_an_error() {
+        let text = "# tuning\ndebug = True\n[DEFAULT]\nx = 1\n";
+        assert!(
+            Ini::parse(text).is_ok(),
+            "generated files may have such keys"
+        );
+        let e = Ini::parse_override(text).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(
+            e.message,
+            "this setting comes before any `[section]` header, so it belongs to no section"
+        );
+        assert!(Ini::parse_override("[DEFAULT]\ndebug = True\n").is_ok());
+    }
+
+    #[test]
+    fn credentials_written_in_clear_are_found() {
+        let ini = Ini::parse_override(
+            "[database]\nconnection = mysql+pymysql://nova:hunter2@db/nova\nmax_retries = -1\n\
+             [DEFAULT]\ntransport_url = rabbit://openstack@mq:5672//\nadmin_password =\n\
+             [ldap]\nPassword = x\n[cache]\nmemcache_secret_key = k\nbackend_argument = url:a@b\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ini.credentials(),
+            [
+                ("database", "connection"),
+                ("ldap", "Password"),
+                ("cache", "memcache_secret_key"),
+            ]
+        );
     }
 
     #[test]

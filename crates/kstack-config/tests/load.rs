@@ -187,3 +187,20 @@ fn namespace_and_image_references_name_file_line_and_field() {
     );
     insta::assert_snapshot!(render_plain(&diags));
 }
+
+#[test]
+fn a_credential_in_an_override_is_warned_about_without_its_value() {
+    let mut s = sources(
+        "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",
+        "",
+    );
+    s.overrides.insert(
+        "nova.conf".into(),
+        b"[database]\nconnection = mysql+pymysql://nova:Sup3rSecret@db/nova\n".to_vec(),
+    );
+    let loaded = load(&s);
+    assert!(loaded.config.is_some(), "a warning only");
+    let out = render_plain(&loaded.diagnostics);
+    assert!(!out.contains("Sup3rSecret"), "{out}");
+    insta::assert_snapshot!(out);
+}

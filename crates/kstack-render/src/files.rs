@@ -779,7 +779,7 @@ impl<'a> OverrideSet<'a> {
                 line: 0,
                 message: "the file is not UTF-8 text".into(),
             })?;
-            let ini = Ini::parse(text).map_err(|e| RenderError::Override {
+            let ini = Ini::parse_override(text).map_err(|e| RenderError::Override {
                 file,
                 line: e.line,
                 message: e.message,
@@ -790,13 +790,14 @@ impl<'a> OverrideSet<'a> {
     }
 
     /// `content` with the existing files of `sources` merged over it, in order; unchanged
-    /// (byte for byte) when none exists.
+    /// (byte for byte) when none exists. The flag says whether an override sets what looks
+    /// like a credential ([`Ini::credentials`]): the merged file is then secret too.
     fn apply(
         &mut self,
         template: &str,
         content: String,
         sources: &[String],
-    ) -> Result<String, RenderError> {
+    ) -> Result<(String, bool), RenderError> {
         let mut layers = Vec::new();
         for s in sources {
             if let Some(ini) = self.get(s)? {
@@ -804,8 +805,9 @@ impl<'a> OverrideSet<'a> {
             }
         }
         if layers.is_empty() {
-            return Ok(content);
+            return Ok((content, false));
         }
+        let credentials = layers.iter().any(|l| !l.credentials().is_empty());
         let mut base = Ini::parse(&content).map_err(|e| RenderError::Template {
             template: template.to_owned(),
             line: e.line,
@@ -817,7 +819,7 @@ impl<'a> OverrideSet<'a> {
         for l in &layers {
             base.merge(l);
         }
-        Ok(base.to_text())
+        Ok((base.to_text(), credentials))
     }
 }
 
@@ -901,10 +903,10 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                 }
                 let out = templates.render(&tname, &ctx, &secrets)?;
                 let sources = overrides::sources_for(name, service, c, &f.template);
-                let merged = ov.apply(&tname, out.content.clone(), &sources)?;
+                let (merged, credentials) = ov.apply(&tname, out.content.clone(), &sources)?;
                 files.push(RenderedFile {
                     name: f.template.clone(),
-                    secret: out.secret,
+                    secret: out.secret || credentials,
                     content: merged,
                 });
                 rendered.push((f, tname, out.content, sources));
@@ -918,10 +920,12 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
                     }
                     let mut s = sources.clone();
                     s.push(overrides::host_source(&service.project, host, &f.template));
-                    let merged = ov.apply(tname, content.clone(), &s)?;
-                    // Still secret when the template wrote a secret (set above).
+                    let (merged, credentials) = ov.apply(tname, content.clone(), &s)?;
+                    // Secret when the template wrote a secret (set above) or an override sets
+                    // a credential.
                     if let Some(file) = hfiles.iter_mut().find(|x| x.name == f.template) {
                         file.content = merged;
+                        file.secret |= credentials;
                     }
                 }
                 variants.push(ContainerFiles {

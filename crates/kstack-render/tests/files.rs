@@ -262,3 +262,36 @@ fn a_missing_password_is_a_template_error_with_line() {
     assert!(*line > 0);
     assert!(message.contains("glance_keystone_password"), "{message}");
 }
+
+#[test]
+fn an_override_setting_a_credential_keeps_its_file_secret() {
+    let secret = |files: &[ContainerFiles], service: &str, name: &str| {
+        files
+            .iter()
+            .filter(|c| c.service == service)
+            .flat_map(|c| &c.files)
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no {service}/{name}"))
+            .secret
+    };
+    let plain = render_files(
+        &config(&[(
+            "neutron/ml2_conf.ini",
+            "[ml2]\nmechanism_drivers = openvswitch\n",
+        )]),
+        Target::Kubernetes,
+    )
+    .unwrap();
+    assert!(!secret(&plain, "neutron-server", "ml2_conf.ini"));
+    for over in [
+        "[ml2]\nextension_password = hunter2\n",
+        "[ml2]\nnotify_url = http://admin:hunter2@example.org/x\n",
+    ] {
+        let files = render_files(
+            &config(&[("neutron/ml2_conf.ini", over)]),
+            Target::Kubernetes,
+        )
+        .unwrap();
+        assert!(secret(&files, "neutron-server", "ml2_conf.ini"), "{over}");
+    }
+}

@@ -1,0 +1,140 @@
+//! Reading a config directory from disk: what under `config/` is read, and what is refused.
+#![cfg(unix)]
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use kstack_config::fs::load_dir;
+use kstack_config::{Loaded, render_plain};
+
+/// A valid config directory (all services off but keystone's dependencies) with `config/`.
+fn config_dir() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("globals.yml"),
+        "enable_openstack_core: no\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("passwords.yml"),
+        kstack_config::testing::passwords_yml(1),
+    )
+    .unwrap();
+    std::fs::create_dir_all(tmp.path().join("config/nova")).unwrap();
+    tmp
+}
+
+fn errors(loaded: &Loaded) -> Vec<(String, String)> {
+    loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.file.clone(), d.message.clone()))
+        .collect()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_symlink_inside_config_is_read() {
+    let tmp = config_dir();
+    let cfg = tmp.path().join("config");
+    write(
+        &cfg.join("nova/common.conf.txt"),
+        "[DEFAULT]\ndebug = True\n",
+    );
+    symlink("nova/common.conf.txt", cfg.join("nova.conf")).unwrap();
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(
+        !loaded.has_errors(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    assert_eq!(
+        loaded.config.unwrap().overrides["nova.conf"],
+        b"[DEFAULT]\ndebug = True\n"
+    );
+}
+
+#[test]
+fn a_symlink_leaving_config_is_refused_unread() {
+    let tmp = config_dir();
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        &outside.path().join("stolen.conf"),
+        "[DEFAULT]\nsecret_from_elsewhere = 1\n",
+    );
+    let cfg = tmp.path().join("config");
+    symlink(outside.path().join("stolen.conf"), cfg.join("global.conf")).unwrap();
+    // Through a relative path, and to a file of the config directory but outside `config/`.
+    symlink("../../passwords.yml", cfg.join("nova/nova.conf")).unwrap();
+    let sources = kstack_config::fs::read_dir(tmp.path()).unwrap();
+    assert!(sources.overrides.is_empty(), "nothing was read");
+    let loaded = kstack_config::load(&sources);
+    assert!(loaded.config.is_none());
+    let msg = "the symbolic link points outside `config/`; kstack does not read it";
+    assert_eq!(
+        errors(&loaded),
+        [
+            ("config/global.conf".to_owned(), msg.to_owned()),
+            ("config/nova/nova.conf".to_owned(), msg.to_owned()),
+        ]
+    );
+    let out = render_plain(&loaded.diagnostics);
+    assert!(!out.contains("secret_from_elsewhere"), "{out}");
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn directory_links_dangling_links_and_pipes_are_refused() {
+    let tmp = config_dir();
+    let cfg = tmp.path().join("config");
+    // A link to a directory inside config/ (here, a loop) and one to a directory outside.
+    symlink(".", cfg.join("nova/again")).unwrap();
+    symlink("/etc", cfg.join("etc")).unwrap();
+    symlink("missing.conf", cfg.join("glance.conf")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(cfg.join("keystone.conf"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(loaded.config.is_none());
+    let mut want = vec![
+        (
+            "config/etc".to_owned(),
+            "the symbolic link points outside `config/`; kstack does not read it".to_owned(),
+        ),
+        (
+            "config/glance.conf".to_owned(),
+            "the symbolic link points at nothing kstack can read".to_owned(),
+        ),
+    ];
+    if fifo {
+        want.push((
+            "config/keystone.conf".to_owned(),
+            "this is not a regular file (a device, socket or pipe); kstack does not read it"
+                .to_owned(),
+        ));
+    }
+    want.push((
+        "config/nova/again".to_owned(),
+        "the symbolic link points to a directory; kstack reads only real directories under `config/`".to_owned(),
+    ));
+    assert_eq!(errors(&loaded), want);
+}
+
+#[test]
+fn a_key_before_any_section_is_an_error_with_its_line() {
+    let tmp = config_dir();
+    write(
+        &tmp.path().join("config/global.conf"),
+        "# tuning\ndebug = True\n[DEFAULT]\n",
+    );
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(loaded.config.is_none());
+    let d = loaded.diagnostics.iter().find(|d| d.is_error()).unwrap();
+    assert_eq!((d.file.as_str(), d.line), ("config/global.conf", 2));
+    insta::assert_snapshot!(render_plain(&loaded.diagnostics));
+}
