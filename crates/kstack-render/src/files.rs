@@ -24,6 +24,7 @@ use kstack_model::catalog::{Catalog, Container, WorkloadKind};
 use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
+use crate::escape;
 use crate::kubernetes::KollaConfig;
 use crate::secrets::{SecretUse, Secrets};
 
@@ -375,12 +376,14 @@ impl Templates {
         {
             env.set_syntax(syntax);
         }
-        // oslo.config reads `$name` as a reference to another option: a literal `$` is `$$`.
-        env.add_filter("oslo", |s: String| s.replace('$', "$$"));
-        // A MariaDB string literal (single quotes, backslash escapes).
-        env.add_filter("sql", |s: String| {
-            format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
-        });
+        // How a value is written in each format (see `crate::escape`): an oslo.config value,
+        // a MariaDB string literal, a MySQL option file value, a GLib key file value, a URL's
+        // user or password.
+        env.add_filter("oslo", |s: String| escape::oslo(&s));
+        env.add_filter("sql", |s: String| escape::sql(&s));
+        env.add_filter("option_file", |s: String| escape::option_file(&s));
+        env.add_filter("keyfile", |s: String| escape::keyfile(&s));
+        env.add_filter("userinfo", |s: String| escape::url_userinfo(&s));
         // `password("key")`: a passwords.yml value, or an error naming the key at the line of
         // the template that asks for it (macro arguments are not checked where they are passed).
         env.add_function(
@@ -531,19 +534,6 @@ fn json_value(v: &serde_json::Value) -> Value {
     }
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters (for URL user info).
-fn pct(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// A port of a catalog service by name, or `default` when the catalog does not declare it.
 fn port(catalog: &Catalog, service: &str, name: &str, default: u16) -> u16 {
     catalog
@@ -647,7 +637,11 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     set("rabbitmq_nodename", Value::from(nodename));
     // Holds the RabbitMQ password: a secret value.
     let transport_url = config.passwords.get("rabbitmq_password").map(|pw| {
-        let auth = format!("{}:{}", pct(&rmq_user), pct(pw));
+        let auth = format!(
+            "{}:{}",
+            escape::url_userinfo(&rmq_user),
+            escape::url_userinfo(pw)
+        );
         let hosts: Vec<String> = rmq_hosts
             .iter()
             .map(|h| format!("{auth}@{h}:{rmq_port}"))
@@ -1089,11 +1083,5 @@ mod tests {
         };
         assert_eq!(c.hosts(&g2, "rabbitmq"), vec!["10.0.0.5"]);
         assert_eq!(k.hosts(&g2, "rabbitmq").len(), 3);
-    }
-
-    #[test]
-    fn percent_encoding_of_user_info() {
-        assert_eq!(pct("a@b:c/d"), "a%40b%3Ac%2Fd");
-        assert_eq!(pct("Abc-9_.~"), "Abc-9_.~");
     }
 }

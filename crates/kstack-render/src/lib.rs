@@ -16,6 +16,7 @@ use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 pub mod compose;
+pub mod escape;
 pub mod files;
 pub mod kubernetes;
 pub mod rbac;

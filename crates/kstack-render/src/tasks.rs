@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use kstack_config::Config;
 use kstack_model::catalog::{self, BootstrapKind};
 
+use crate::escape;
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target};
 use crate::kubernetes::KOLLA_CONFIG_DIR;
 
@@ -266,8 +267,8 @@ pub fn task_spec(
             }
             for u in users {
                 let key = format!("{}_database_password", u.user);
-                let pw = sql_str(password(config, name, &t.name, &key)?);
-                let account = format!("{}@'%'", sql_str(&u.user));
+                let pw = escape::sql(password(config, name, &t.name, &key)?);
+                let account = format!("{}@'%'", escape::sql(&u.user));
                 sql.push_str(&format!(
                     "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {pw};\n"
                 ));
@@ -284,7 +285,7 @@ pub fn task_spec(
                 "[client]\nhost = {}\nport = {}\nuser = root\npassword = {}\nconnect-timeout = 10\n",
                 target.host(g, "mariadb", None),
                 port_of(config, "mariadb", "mysql", 3306),
-                cnf_str(root)
+                escape::option_file(root)
             );
             let script = format!(
                 "#!/bin/bash\n# Creates the databases and users of {name}, rendered by kstack.\nset -o errexit -o nounset -o pipefail\nexec mysql --defaults-file={TASK_DIR}/client.cnf < {TASK_DIR}/db-create.sql\n"
@@ -556,17 +557,7 @@ pub(crate) fn one_off_args(command: &[String]) -> Vec<String> {
     }
 }
 
-/// A SQL string literal.
-fn sql_str(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 /// A SQL identifier.
 fn sql_ident(s: &str) -> String {
     format!("`{}`", s.replace('`', "``"))
-}
-
-/// A MySQL option file value, double-quoted.
-fn cnf_str(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
