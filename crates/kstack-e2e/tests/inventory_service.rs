@@ -5,7 +5,9 @@
 //! role label needs the host locked; lock puts the NoExecute taint on the Node and the real
 //! controller manager evicts its pods; unlock removes it; deleting the host deletes the Node
 //! and its pods; a node that joins later gets its host's labels and lock state; the periodic
-//! audit puts back a label someone removed from the Node.
+//! audit puts back a label someone removed from the Node; a host registered for a node that
+//! runs a pod leaves the pod alone, and the host shows its node as synced; the kubelet's own
+//! labels are never touched.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -339,6 +341,17 @@ async fn a_node_that_joins_later_gets_its_labels_and_lock() -> anyhow::Result<()
         Some(json!({"zone": "late", "kstack.io/role-compute": "true"})),
     )
     .await?;
+    let v = svc
+        .expect(200, "GET", &format!("/v1/ihosts/{host}"), None)
+        .await?;
+    assert_eq!(v["sync_state"], "pending", "no node yet: {v}");
+    assert!(
+        v["sync_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no Kubernetes node named \"svc-late\" yet"),
+        "{v}"
+    );
 
     make_node(&nodes, "svc-late").await?;
     let synced = |n: Option<&Node>| {
@@ -397,6 +410,71 @@ async fn the_audit_repairs_a_label_removed_by_hand() -> anyhow::Result<()> {
     tokio::time::timeout(WAIT, await_condition(nodes.clone(), "svc-drift", repaired))
         .await
         .context("the audit did not put the removed label back")??;
+
+    svc.expect(204, "DELETE", &format!("/v1/ihosts/{host}"), None)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_a_running_node_keeps_its_pods_and_the_kubelets_labels() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TempNamespace::new(&client, "e2e-svc-running").await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    make_node(&nodes, "svc-running").await?;
+    let pod = pod_on(&pods, "already-running", "svc-running").await?;
+    let svc = Service::start(&client, HOUR, false).await?;
+
+    // No administrative state in the request: the host is unlocked and its node left running.
+    let v = svc
+        .expect(
+            201,
+            "POST",
+            "/v1/ihosts",
+            Some(json!({"hostname": "svc-running", "personality": "compute"})),
+        )
+        .await?;
+    assert_eq!(v["administrative"], "unlocked", "{v}");
+    assert_eq!(v["sync_state"], "synced", "{v}");
+    let host = v["uuid"].as_str().context("uuid")?.to_string();
+    let node = nodes.get("svc-running").await?;
+    assert!(
+        !lock_taint(&node) && !unschedulable(&node),
+        "registering the host locked its node"
+    );
+    let now = pods.get("already-running").await?;
+    assert_eq!(now.metadata.uid, pod.metadata.uid);
+    assert!(
+        now.metadata.deletion_timestamp.is_none(),
+        "registering the host evicted the pod"
+    );
+
+    // The kubelet's labels are not the inventory's to set or remove.
+    for key in ["kubernetes.io/hostname", "node-role.kubernetes.io/worker"] {
+        let (status, v) = svc
+            .call(
+                "POST",
+                &format!("/v1/labels/{host}"),
+                Some(json!({ key: "changed" })),
+            )
+            .await?;
+        assert_eq!(status, 400, "{key}: {v}");
+    }
+    svc.expect(
+        200,
+        "POST",
+        &format!("/v1/labels/{host}"),
+        Some(json!({"rack": "r9"})),
+    )
+    .await?;
+    let got = labels(&nodes.get("svc-running").await?);
+    assert_eq!(
+        got.get("kubernetes.io/hostname").map(String::as_str),
+        Some("svc-running"),
+        "{got:?}"
+    );
+    assert_eq!(got.get("rack").map(String::as_str), Some("r9"), "{got:?}");
 
     svc.expect(204, "DELETE", &format!("/v1/ihosts/{host}"), None)
         .await?;

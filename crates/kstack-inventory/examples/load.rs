@@ -31,15 +31,19 @@ impl NodeSync for CountingSync {
         _hostname: &str,
         _labels: &BTreeMap<String, String>,
         _managed_keys: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), kstack_inventory::SyncError> {
         self.apply.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
-    async fn set_locked(&self, _hostname: &str, _locked: bool) -> Result<(), String> {
+    async fn set_locked(
+        &self,
+        _hostname: &str,
+        _locked: bool,
+    ) -> Result<(), kstack_inventory::SyncError> {
         self.lock.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
-    async fn delete_node(&self, _hostname: &str) -> Result<(), String> {
+    async fn delete_node(&self, _hostname: &str) -> Result<(), kstack_inventory::SyncError> {
         self.delete.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

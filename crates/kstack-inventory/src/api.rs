@@ -1,8 +1,9 @@
 //! HTTP layer: routes, bearer-token auth, JSON extractors with JSON errors, OpenAPI.
 //!
-//! Handlers validate, call the store (one transaction), then tell NodeSync.
-//! A NodeSync failure after commit is logged, not returned: the write stands and
-//! the periodic audit repairs the node.
+//! Handlers validate, call the store (one transaction), then push the host's whole state to its
+//! node and record the outcome on the host (`sync_state`, `sync_reason`). A NodeSync failure
+//! after commit does not fail the request: the write stands, the failure is logged and shown
+//! on the host, and the periodic audit retries.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -157,26 +158,15 @@ fn check_hostname(name: &str) -> Result<(), Error> {
     }
 }
 
-async fn sync_labels(state: &AppState, host: &HostRow) {
-    match state.store.label_state(host.id).await {
-        Ok(ls) => {
-            if let Err(e) = state
-                .sync
-                .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
-                .await
-            {
-                tracing::warn!(host = %host.hostname, error = %e, "label sync failed; audit will retry");
-            }
-        }
+/// Pushes the host's labels and lock state to its node after a committed write; returns the
+/// host with the outcome recorded. Nothing here fails the request (see the module docs).
+async fn sync_after_write(state: &AppState, host: HostRow) -> HostRow {
+    match crate::sync_one(state, &host).await {
+        Ok(outcome) => host.with_outcome(&outcome),
         Err(e) => {
-            tracing::warn!(host = %host.hostname, error = %e, "reading labels for sync failed")
+            tracing::warn!(host = %host.hostname, error = %e, "recording the node sync failed; the audit retries");
+            host
         }
-    }
-}
-
-async fn sync_locked(state: &AppState, host: &HostRow) {
-    if let Err(e) = state.sync.set_locked(&host.hostname, host.locked()).await {
-        tracing::warn!(host = %host.hostname, error = %e, "lock sync failed; audit will retry");
     }
 }
 
@@ -191,7 +181,9 @@ async fn list_hosts(State(state): State<AppState>) -> Result<Json<HostList>, Err
     Ok(Json(HostList { ihosts }))
 }
 
-/// Create a host.
+/// Register a host. It is unlocked unless the body says `"administrative": "locked"`, so
+/// registering a node that already runs pods never evicts them; registering it locked taints
+/// the node `services=disabled:NoExecute`, which evicts every pod that does not tolerate it.
 #[utoipa::path(post, path = "/v1/ihosts", tag = "hosts", request_body = HostCreate,
     responses((status = 201, body = Host),
         (status = 400, body = ErrorBody),
@@ -206,7 +198,7 @@ async fn create_host(
 ) -> Result<(StatusCode, Json<Host>), Error> {
     check_hostname(&new.hostname)?;
     let row = state.store.create_host(&new).await?;
-    sync_locked(&state, &row).await;
+    let row = sync_after_write(&state, row).await;
     Ok((StatusCode::CREATED, Json(row.to_api()?)))
 }
 
@@ -253,14 +245,14 @@ async fn update_and_sync(
     patch: &HostPatch,
 ) -> Result<Json<Host>, Error> {
     let (before, after) = state.store.update_host(uuid, patch).await?;
-    if before.hostname != after.hostname {
-        // The node under the old name is left alone (deleting a node is never a side
-        // effect of a PATCH); the node under the new name gets the full state.
-        sync_locked(state, &after).await;
-        sync_labels(state, &after).await;
-    } else if before.administrative != after.administrative {
-        sync_locked(state, &after).await;
-    }
+    // On a rename the node under the old name is left alone (deleting a node is never a side
+    // effect of a PATCH); the node under the new name gets the full state.
+    let after =
+        if before.hostname != after.hostname || before.administrative != after.administrative {
+            sync_after_write(state, after).await
+        } else {
+            after
+        };
     Ok(Json(after.to_api()?))
 }
 
@@ -324,7 +316,11 @@ async fn unlock_host(
     update_and_sync(&state, &uuid, &patch).await
 }
 
-/// Assign labels (a JSON object of key to value) to a host, all or none.
+/// Assign labels (a JSON object of key to value) to a host, all or none. Keys under a prefix
+/// Kubernetes reserves (`kubernetes.io`, `k8s.io` and their subdomains, except
+/// `node-restriction.kubernetes.io`) are refused with 400; a host may have at most 100 labels
+/// of at most 16 KiB (keys plus values) in all: a request over that alone is 400, one that
+/// would take the host over it is 409.
 #[utoipa::path(post, path = "/v1/labels/{uuid}", tag = "labels",
     request_body(content = BTreeMap<String, String>, description = "label key -> value"),
     params(("uuid" = uuid::Uuid, Path, description = "the UUID of the host to label (seed 003: host_uuid)"), OverwriteQuery),
@@ -357,11 +353,15 @@ async fn assign_labels(
     if !problems.is_empty() {
         return Err(Error::BadRequest(problems.join("; ")));
     }
+    let bytes = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if let Err(e) = validate::check_label_budget(labels.len(), bytes) {
+        return Err(Error::BadRequest(format!("this request alone has {e}")));
+    }
     let (host, labels) = state
         .store
         .assign_labels(&host_uuid, &labels, q.overwrite.unwrap_or(false))
         .await?;
-    sync_labels(&state, &host).await;
+    sync_after_write(&state, host).await;
     Ok(Json(LabelList { labels }))
 }
 
@@ -397,7 +397,7 @@ async fn delete_label(
     UuidPath(uuid): UuidPath,
 ) -> Result<StatusCode, Error> {
     let (host, _label) = state.store.delete_label(&uuid).await?;
-    sync_labels(&state, &host).await;
+    sync_after_write(&state, host).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -421,7 +421,8 @@ impl utoipa::Modify for BearerAuth {
     paths(list_hosts, create_host, get_host, patch_host, delete_host, lock_host, unlock_host,
           assign_labels, list_labels, delete_label),
     components(schemas(Host, HostCreate, HostPatch, HostList, Label, LabelList, ErrorBody,
-        crate::model::Personality, Administrative, crate::model::Operational)),
+        crate::model::Personality, Administrative, crate::model::Operational,
+        crate::model::SyncState)),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;

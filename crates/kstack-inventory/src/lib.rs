@@ -4,8 +4,10 @@
 //! `created_at, updated_at, deleted_at, id, uuid, host_id, label_key, label_value`,
 //! `POST /v1/labels/{host_uuid}`, `GET /v1/ihosts/{host_uuid}/labels`, `DELETE /v1/labels/{uuid}`.
 //!
-//! Code map: [`validate`] (pure syntax rules), [`store`] (SQL, one transaction per write),
-//! [`api`] (HTTP, auth, OpenAPI), [`sync`] (the `NodeSync` trait the Kubernetes crate implements).
+//! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
+//! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`sync`] (the `NodeSync` trait
+//! the Kubernetes crate implements); this file pushes hosts to their nodes and records the
+//! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
 pub mod api;
@@ -22,8 +24,10 @@ use std::time::Duration;
 
 pub use api::{ApiDoc, AppState, Role, router};
 pub use error::{Error, ErrorBody};
-pub use store::Store;
-pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall};
+pub use store::{Store, SyncOutcome};
+pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall, SyncError};
+
+use model::SyncState;
 
 /// How to run the service.
 pub struct ServeConfig {
@@ -59,21 +63,87 @@ pub async fn state(
 /// not to flood the API server or the database pool.
 pub const AUDIT_CONCURRENCY: usize = 16;
 
-/// Pushes one host's labels and lock state to its node.
-async fn sync_one(state: &AppState, host: &store::HostRow) -> Result<(), Error> {
-    let ls = state.store.label_state(host.id).await?;
-    let r1 = state
-        .sync
-        .apply_labels(&host.hostname, &ls.labels, &ls.managed_keys)
-        .await;
-    let r2 = state.sync.set_locked(&host.hostname, host.locked()).await;
-    r1.and(r2)
-        .map_err(|e| Error::Sync(format!("{}: {e}", host.hostname)))
+/// What the node of a host should get: its live labels and the keys it ever set, both without
+/// any key Kubernetes reserves ([`validate::is_reserved_label_key`]). Rows with such keys can
+/// be in the database from before the API refused them. They are never pushed (the kubelet
+/// owns them) and never removed: removing `kubernetes.io/hostname` because a row of that key
+/// was deleted would delete the kubelet's label at every audit, forever.
+fn node_labels(hostname: &str, ls: store::LabelState) -> (BTreeMap<String, String>, Vec<String>) {
+    let (labels, skipped): (BTreeMap<_, _>, BTreeMap<_, _>) = ls
+        .labels
+        .into_iter()
+        .partition(|(k, _)| !validate::is_reserved_label_key(k));
+    if !skipped.is_empty() {
+        let keys: Vec<&String> = skipped.keys().collect();
+        tracing::warn!(
+            host = %hostname,
+            ?keys,
+            "stored labels under a prefix Kubernetes reserves are not applied to the node; \
+             remove them (DELETE /v1/labels/{{uuid}})"
+        );
+    }
+    let managed = ls
+        .managed_keys
+        .into_iter()
+        .filter(|k| !validate::is_reserved_label_key(k))
+        .collect();
+    (labels, managed)
 }
 
-/// Re-applies every host's labels and lock state through NodeSync, repairing drift.
-/// Up to [`AUDIT_CONCURRENCY`] hosts are synced at once. Returns how many hosts were synced
-/// without error; the first error is returned only after every host was tried.
+/// Pushes one host's labels and lock state to its node, and records on the host whether its
+/// node now matches it ([`SyncOutcome`]). `Err` only when the database fails.
+pub(crate) async fn sync_one(
+    state: &AppState,
+    host: &store::HostRow,
+) -> Result<SyncOutcome, Error> {
+    if !state.sync.enabled() {
+        let outcome = SyncOutcome {
+            state: SyncState::Pending,
+            reason: Some("node sync is disabled (--no-node-sync): no node is changed".into()),
+        };
+        state
+            .store
+            .record_sync(host.id, host.sync_generation, &outcome)
+            .await?;
+        return Ok(outcome);
+    }
+    let ls = state.store.label_state(host.id).await?;
+    let (labels, managed) = node_labels(&host.hostname, ls);
+    // Both are tried: the lock matters even when the labels cannot be applied.
+    let r1 = state
+        .sync
+        .apply_labels(&host.hostname, &labels, &managed)
+        .await;
+    let r2 = state.sync.set_locked(&host.hostname, host.locked()).await;
+    let outcome = match r1.and(r2) {
+        Ok(()) => SyncOutcome::synced(),
+        Err(SyncError::NodeNotFound(_)) => SyncOutcome {
+            state: SyncState::Pending,
+            reason: Some(format!(
+                "no Kubernetes node named {:?} yet; it gets this host's labels and lock state \
+                 when it joins",
+                host.hostname
+            )),
+        },
+        Err(SyncError::Failed(e)) => {
+            tracing::warn!(host = %host.hostname, error = %e, "node sync failed; the audit retries");
+            SyncOutcome {
+                state: SyncState::Failed,
+                reason: Some(e),
+            }
+        }
+    };
+    state
+        .store
+        .record_sync(host.id, host.sync_generation, &outcome)
+        .await?;
+    Ok(outcome)
+}
+
+/// Re-applies every host's labels and lock state through NodeSync, repairing drift, and
+/// records each host's outcome. Up to [`AUDIT_CONCURRENCY`] hosts are synced at once. Returns
+/// how many hosts' nodes now match them; a host whose node does not exist (yet) is not
+/// counted and not an error. The first failure is returned only after every host was tried.
 pub async fn audit_once(state: &AppState) -> Result<usize, Error> {
     use futures::StreamExt;
     let hosts = state.store.list_hosts().await?;
@@ -82,14 +152,34 @@ pub async fn audit_once(state: &AppState) -> Result<usize, Error> {
     let mut results = futures::stream::iter(hosts)
         .map(|host| {
             let state = state.clone();
-            async move { sync_one(&state, &host).await }
+            async move {
+                let outcome = sync_one(&state, &host).await?;
+                Ok::<_, Error>((host.hostname, outcome))
+            }
         })
         .buffer_unordered(AUDIT_CONCURRENCY);
     let mut ok = 0;
     let mut first_err = None;
     while let Some(r) = results.next().await {
         match r {
-            Ok(()) => ok += 1,
+            Ok((
+                _,
+                SyncOutcome {
+                    state: SyncState::Synced,
+                    ..
+                },
+            )) => ok += 1,
+            Ok((
+                _,
+                SyncOutcome {
+                    state: SyncState::Pending,
+                    ..
+                },
+            )) => {}
+            Ok((hostname, SyncOutcome { reason, .. })) => {
+                let e = Error::Sync(format!("{hostname}: {}", reason.unwrap_or_default()));
+                first_err.get_or_insert(e);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "audit sync failed");
                 first_err.get_or_insert(e);
@@ -103,10 +193,20 @@ pub async fn audit_once(state: &AppState) -> Result<usize, Error> {
 }
 
 /// Pushes the labels and lock state of the host named `hostname` to its node: what a node that
-/// joins the cluster gets. Returns `Ok(false)` when no host has that name (the node is not ours).
+/// joins the cluster gets. Returns `Ok(false)` when no host has that name (the node is not ours),
+/// `Err` when the push failed (recorded on the host too).
 pub async fn sync_host(state: &AppState, hostname: &str) -> Result<bool, Error> {
     match state.store.host_by_name(hostname).await? {
-        Some(host) => sync_one(state, &host).await.map(|()| true),
+        Some(host) => match sync_one(state, &host).await? {
+            SyncOutcome {
+                state: SyncState::Failed,
+                reason,
+            } => Err(Error::Sync(format!(
+                "{hostname}: {}",
+                reason.unwrap_or_default()
+            ))),
+            _ => Ok(true),
+        },
         None => Ok(false),
     }
 }

@@ -37,6 +37,11 @@ text_enum!(
     Operational { Enabled = "enabled", Disabled = "disabled" }
 );
 
+text_enum!(
+    /// Whether the host's Kubernetes node has the host's labels and lock state.
+    SyncState { Pending = "pending", Synced = "synced", Failed = "failed" }
+);
+
 /// A host in the inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Host {
@@ -47,16 +52,29 @@ pub struct Host {
     pub operational: Operational,
     pub created_at: String,
     pub updated_at: Option<String>,
+    /// `synced`: the node has the host's labels and lock state. `pending`: a change is not
+    /// pushed yet, or there is no node of this name yet (it gets the state when it joins).
+    /// `failed`: the last push failed; `sync_reason` says why, and the audit retries.
+    pub sync_state: SyncState,
+    /// Why the host is `pending` or `failed`; null when `synced`.
+    pub sync_reason: Option<String>,
+    /// When `sync_state` or `sync_reason` last changed.
+    pub sync_changed_at: Option<String>,
 }
 
-/// Body of `POST /v1/ihosts`. New hosts start locked and disabled unless told otherwise.
+/// Body of `POST /v1/ihosts`. A new host is unlocked and disabled unless told otherwise:
+/// registering a host whose node already runs pods must not evict them. Pass
+/// `"administrative": "locked"` to register it locked, which taints its node
+/// `services=disabled:NoExecute` and so evicts every pod there that does not tolerate it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostCreate {
     pub hostname: String,
     pub personality: Personality,
+    /// Default `unlocked`. `locked` evicts the pods on the host's node (see above).
     #[serde(default)]
     pub administrative: Option<Administrative>,
+    /// Default `disabled`.
     #[serde(default)]
     pub operational: Option<Operational>,
 }

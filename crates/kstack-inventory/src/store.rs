@@ -14,7 +14,9 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
 use crate::error::Error;
-use crate::model::{Administrative, Host, HostCreate, HostPatch, Label, Operational, Personality};
+use crate::model::{
+    Administrative, Host, HostCreate, HostPatch, Label, Operational, Personality, SyncState,
+};
 use crate::validate;
 
 /// A stored host with its internal id.
@@ -28,6 +30,44 @@ pub struct HostRow {
     pub operational: String,
     pub created_at: String,
     pub updated_at: Option<String>,
+    /// `pending`, `synced` or `failed` (see [`Host::sync_state`]).
+    pub sync_state: String,
+    pub sync_reason: Option<String>,
+    pub sync_changed_at: Option<String>,
+    /// Counts the committed writes that change what the node should have. A sync records its
+    /// outcome only if no such write happened since it read the host, so a slow sync never
+    /// marks a newer change as synced.
+    pub sync_generation: i64,
+}
+
+/// What a sync did, as recorded on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncOutcome {
+    pub state: SyncState,
+    /// Why it is pending or failed; `None` when synced.
+    pub reason: Option<String>,
+}
+
+/// Longest sync reason stored (an API server's error can be long).
+const MAX_SYNC_REASON: usize = 1024;
+
+impl SyncOutcome {
+    pub fn synced() -> Self {
+        SyncOutcome {
+            state: SyncState::Synced,
+            reason: None,
+        }
+    }
+
+    fn stored_reason(&self) -> Option<String> {
+        self.reason.as_ref().map(|r| {
+            let mut end = r.len().min(MAX_SYNC_REASON);
+            while !r.is_char_boundary(end) {
+                end -= 1;
+            }
+            r[..end].to_string()
+        })
+    }
 }
 
 impl HostRow {
@@ -53,7 +93,22 @@ impl HostRow {
                 .ok_or_else(|| bad("operational", &self.operational))?,
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
+            sync_state: SyncState::parse(&self.sync_state)
+                .ok_or_else(|| bad("sync_state", &self.sync_state))?,
+            sync_reason: self.sync_reason.clone(),
+            sync_changed_at: self.sync_changed_at.clone(),
         })
+    }
+
+    /// This row as it is after `outcome` was recorded (without reading it again).
+    pub fn with_outcome(mut self, outcome: &SyncOutcome) -> Self {
+        let reason = outcome.stored_reason();
+        if self.sync_state != outcome.state.as_str() || self.sync_reason != reason {
+            self.sync_state = outcome.state.as_str().to_string();
+            self.sync_reason = reason;
+            self.sync_changed_at = Some(now());
+        }
+        self
     }
 }
 
@@ -134,6 +189,49 @@ macro_rules! backend_ops {
                 .ok_or_else(|| Error::NotFound(format!("host {uuid} not found")))
             }
 
+            /// Marks the host as having a change its node does not have yet.
+            async fn mark_pending(tx: &mut Tx, host: &mut HostRow) -> Result<(), Error> {
+                let ts = now();
+                let generation: i64 = sqlx::query_scalar(
+                    "UPDATE hosts SET sync_generation = sync_generation + 1, \
+                     sync_state = 'pending', sync_reason = NULL, sync_changed_at = $1 \
+                     WHERE id = $2 RETURNING sync_generation",
+                )
+                .bind(&ts)
+                .bind(host.id)
+                .fetch_one(&mut **tx)
+                .await?;
+                host.sync_generation = generation;
+                host.sync_state = SyncState::Pending.as_str().to_string();
+                host.sync_reason = None;
+                host.sync_changed_at = Some(ts);
+                Ok(())
+            }
+
+            pub async fn record_sync(
+                pool: &Pool,
+                host_id: i64,
+                generation: i64,
+                outcome: &SyncOutcome,
+            ) -> Result<bool, Error> {
+                // Only a change is written: the audit re-syncs every host and must not
+                // rewrite every row each time.
+                let reason = outcome.stored_reason();
+                let done = sqlx::query(
+                    "UPDATE hosts SET sync_state = $1, sync_reason = $2, sync_changed_at = $3 \
+                     WHERE id = $4 AND sync_generation = $5 \
+                     AND (sync_state <> $1 OR sync_reason IS DISTINCT FROM $2)",
+                )
+                .bind(outcome.state.as_str())
+                .bind(reason)
+                .bind(now())
+                .bind(host_id)
+                .bind(generation)
+                .execute(pool)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
             pub async fn get_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
                 sqlx::query_as::<_, HostRow>("SELECT * FROM hosts WHERE uuid = $1")
                     .bind(uuid)
@@ -176,7 +274,7 @@ macro_rules! backend_ops {
                 .bind(&uuid)
                 .bind(&new.hostname)
                 .bind(new.personality.as_str())
-                .bind(new.administrative.unwrap_or(Administrative::Locked).as_str())
+                .bind(new.administrative.unwrap_or(Administrative::Unlocked).as_str())
                 .bind(new.operational.unwrap_or(Operational::Disabled).as_str())
                 .bind(now())
                 .execute(&mut *tx)
@@ -241,7 +339,10 @@ macro_rules! backend_ops {
                         e.into()
                     }
                 })?;
-                let after = host_by_uuid(&mut tx, uuid).await?;
+                let mut after = host_by_uuid(&mut tx, uuid).await?;
+                if after.hostname != before.hostname || after.administrative != before.administrative {
+                    mark_pending(&mut tx, &mut after).await?;
+                }
                 tx.commit().await?;
                 Ok((before, after))
             }
@@ -268,7 +369,7 @@ macro_rules! backend_ops {
                 overwrite: bool,
             ) -> Result<(HostRow, Vec<Label>), Error> {
                 let mut tx = begin_write(pool).await?;
-                let host = host_by_uuid(&mut tx, host_uuid).await?;
+                let mut host = host_by_uuid(&mut tx, host_uuid).await?;
                 if !host.locked() {
                     if let Some(key) = labels.keys().find(|k| validate::is_role_label(k)) {
                         return Err(role_lock_error(&host, key, "assign"));
@@ -318,6 +419,25 @@ macro_rules! backend_ops {
                         duplicates.join(", ")
                     )));
                 }
+                // The budget counts what the host has after this write (overwrites replace),
+                // inside the transaction, so concurrent writers cannot overshoot it together.
+                let (count, bytes): (i64, i64) = sqlx::query_as(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(label_key) + LENGTH(label_value)), 0) \
+                     FROM labels WHERE host_id = $1 AND deleted_at IS NULL",
+                )
+                .bind(host.id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if let Err(e) = validate::check_label_budget(
+                    usize::try_from(count).unwrap_or(usize::MAX),
+                    usize::try_from(bytes).unwrap_or(usize::MAX),
+                ) {
+                    return Err(Error::Conflict(format!(
+                        "host {:?} would have {e}; remove labels first (DELETE /v1/labels/{{uuid}})",
+                        host.hostname
+                    )));
+                }
+                mark_pending(&mut tx, &mut host).await?;
                 tx.commit().await?;
                 Ok((host, out))
             }
@@ -358,7 +478,7 @@ macro_rules! backend_ops {
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or_else(|| Error::NotFound(format!("label {uuid} not found")))?;
-                let host = host_by_uuid(&mut tx, &row.host_uuid).await?;
+                let mut host = host_by_uuid(&mut tx, &row.host_uuid).await?;
                 if !host.locked() && validate::is_role_label(&row.label_key) {
                     return Err(role_lock_error(&host, &row.label_key, "remove"));
                 }
@@ -375,6 +495,7 @@ macro_rules! backend_ops {
                     // Another replica removed it between our read and the host lock.
                     return Err(Error::NotFound(format!("label {uuid} not found")));
                 }
+                mark_pending(&mut tx, &mut host).await?;
                 tx.commit().await?;
                 Ok((host, row.into()))
             }
@@ -528,6 +649,18 @@ impl Store {
 
     pub async fn label_state(&self, host_id: i64) -> Result<LabelState, Error> {
         dispatch!(read self.label_state(host_id))
+    }
+
+    /// Records a sync's outcome on the host, unless a write changed the host since the sync
+    /// read it (`generation`, see [`HostRow::sync_generation`]) or nothing changed. Returns
+    /// whether the row was written.
+    pub async fn record_sync(
+        &self,
+        host_id: i64,
+        generation: i64,
+        outcome: &SyncOutcome,
+    ) -> Result<bool, Error> {
+        dispatch!(self.record_sync(host_id, generation, outcome))
     }
 
     /// Counts label rows including soft-deleted ones (for tests and diagnostics).

@@ -1,6 +1,7 @@
-//! Kubernetes label syntax checks and the rule for role labels.
+//! Kubernetes label syntax checks, the reserved prefixes, the per-host label budget and the
+//! rule for role labels.
 //!
-//! Pure functions, no IO: every reason returned here ends up verbatim in a 400 response.
+//! Pure functions, no IO: every reason returned here ends up verbatim in a 4xx response.
 
 /// Prefix of label keys that move OpenStack roles between hosts.
 pub const ROLE_PREFIX: &str = "kstack.io/role-";
@@ -16,6 +17,64 @@ pub fn is_role_label(key: &str) -> bool {
     }
     let name = key.rsplit_once('/').map_or(key, |(_, n)| n);
     ROLE_LABELS.contains(&name)
+}
+
+/// Label key prefixes (DNS domains) that Kubernetes reserves for its own components, as the
+/// kubelet and the NodeRestriction admission plugin define them: a key whose prefix is one of
+/// these domains or a subdomain of one (`kubernetes.io/hostname`, `node.kubernetes.io/...`,
+/// `node-role.kubernetes.io/...`, `topology.kubernetes.io/...`, `k8s.io/...`) is theirs.
+pub const RESERVED_DOMAINS: [&str; 2] = ["kubernetes.io", "k8s.io"];
+
+/// The one part of [`RESERVED_DOMAINS`] Kubernetes hands to administrators: NodeRestriction
+/// forbids kubelets to set `node-restriction.kubernetes.io/` labels (and its subdomains) so
+/// that an administrator can use them to steer workloads to trusted nodes. The inventory is
+/// such an administrator, so these keys are accepted.
+pub const ADMIN_DOMAIN: &str = "node-restriction.kubernetes.io";
+
+/// Most labels one host may carry in the inventory.
+pub const MAX_LABELS_PER_HOST: usize = 100;
+
+/// Most bytes (keys plus values) of one host's labels in the inventory. A single label may be
+/// up to 380 bytes (253 prefix + '/' + 63 name + 63 value), so this bound and
+/// [`MAX_LABELS_PER_HOST`] both matter. Together they keep the inventory's share of a Node
+/// object far below etcd's request limit (1.5 MiB by default), whatever else is on the Node.
+pub const MAX_LABEL_BYTES_PER_HOST: usize = 16 * 1024;
+
+fn in_domain(prefix: &str, domain: &str) -> bool {
+    prefix == domain
+        || prefix
+            .strip_suffix(domain)
+            .is_some_and(|rest| rest.ends_with('.'))
+}
+
+/// True when `key`'s prefix belongs to Kubernetes ([`RESERVED_DOMAINS`], except
+/// [`ADMIN_DOMAIN`]): the inventory must neither set nor remove such a label, because the
+/// kubelet or another Kubernetes component owns it.
+pub fn is_reserved_label_key(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return false;
+    };
+    // Label key prefixes are lowercase DNS subdomains; compare rows stored before the syntax
+    // check existed case-insensitively too.
+    let prefix = prefix.to_ascii_lowercase();
+    RESERVED_DOMAINS.iter().any(|d| in_domain(&prefix, d)) && !in_domain(&prefix, ADMIN_DOMAIN)
+}
+
+/// Checks that a host with `count` labels of `bytes` bytes (keys plus values) stays within
+/// [`MAX_LABELS_PER_HOST`] and [`MAX_LABEL_BYTES_PER_HOST`].
+pub fn check_label_budget(count: usize, bytes: usize) -> Result<(), String> {
+    if count > MAX_LABELS_PER_HOST {
+        return Err(format!(
+            "{count} labels; a host may have at most {MAX_LABELS_PER_HOST}"
+        ));
+    }
+    if bytes > MAX_LABEL_BYTES_PER_HOST {
+        return Err(format!(
+            "{bytes} bytes of label keys and values; a host may have at most \
+             {MAX_LABEL_BYTES_PER_HOST}"
+        ));
+    }
+    Ok(())
 }
 
 fn is_name_char(c: char) -> bool {
@@ -72,7 +131,8 @@ fn check_prefix(prefix: &str) -> Result<(), String> {
 }
 
 /// Checks a label key: `[prefix/]name`, prefix a DNS subdomain of at most 253 characters,
-/// name at most 63 characters.
+/// name at most 63 characters, and the prefix not one Kubernetes reserves
+/// ([`is_reserved_label_key`]).
 pub fn check_label_key(key: &str) -> Result<(), String> {
     if key.is_empty() {
         return Err("label key is empty".to_string());
@@ -83,7 +143,16 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
                 return Err(format!("label key {key:?} contains more than one '/'"));
             }
             check_prefix(prefix)?;
-            check_name("label key name", name)
+            check_name("label key name", name)?;
+            if is_reserved_label_key(key) {
+                return Err(format!(
+                    "label key {key:?} is under {prefix:?}, which Kubernetes reserves for its own \
+                     components (kubernetes.io, k8s.io and their subdomains; only \
+                     {ADMIN_DOMAIN}/ is for administrators); use a prefix of your own, \
+                     e.g. example.com/"
+                ));
+            }
+            Ok(())
         }
         None => check_name("label key name", key),
     }
@@ -117,6 +186,48 @@ mod tests {
         let long_prefix = format!("{}/a", vec!["a".repeat(63); 4].join("."));
         assert!(long_prefix.len() > 253 + 2);
         assert!(check_label_key(&long_prefix).is_err());
+    }
+
+    #[test]
+    fn reserved_prefixes_are_kubernetes_own() {
+        for key in [
+            "kubernetes.io/hostname",
+            "k8s.io/x",
+            "node.kubernetes.io/exclude-from-external-load-balancers",
+            "node-role.kubernetes.io/control-plane",
+            "topology.kubernetes.io/zone",
+            "beta.kubernetes.io/arch",
+            "a.b.k8s.io/x",
+            "Kubernetes.IO/hostname",
+        ] {
+            assert!(is_reserved_label_key(key), "{key}");
+        }
+        for key in [
+            "hostname",
+            "example.com/kubernetes.io",
+            "notkubernetes.io/x",
+            "x-k8s.io/x",
+            "kubernetes.io.example.com/x",
+            "node-restriction.kubernetes.io/trusted",
+            "team.node-restriction.kubernetes.io/x",
+            "kstack.io/role-nova",
+        ] {
+            assert!(!is_reserved_label_key(key), "{key}");
+        }
+        let err = check_label_key("kubernetes.io/hostname").unwrap_err();
+        assert!(err.contains("reserves"), "{err}");
+        let err = check_label_key("node-role.kubernetes.io/worker").unwrap_err();
+        assert!(err.contains("\"node-role.kubernetes.io\""), "{err}");
+        assert!(check_label_key("node-restriction.kubernetes.io/trusted").is_ok());
+    }
+
+    #[test]
+    fn budget() {
+        assert!(check_label_budget(MAX_LABELS_PER_HOST, MAX_LABEL_BYTES_PER_HOST).is_ok());
+        let err = check_label_budget(MAX_LABELS_PER_HOST + 1, 10).unwrap_err();
+        assert!(err.contains("at most 100"), "{err}");
+        let err = check_label_budget(1, MAX_LABEL_BYTES_PER_HOST + 1).unwrap_err();
+        assert!(err.contains("at most 16384"), "{err}");
     }
 
     #[test]

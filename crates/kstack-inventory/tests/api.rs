@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kstack_inventory::{AppState, RecordingSync, Role, SyncCall, audit_once, router};
+use kstack_inventory::{AppState, RecordingSync, Role, SyncCall, SyncError, audit_once, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -118,6 +118,19 @@ async fn new_host(env: &Env, name: &str) -> String {
     v["uuid"].as_str().unwrap().to_string()
 }
 
+async fn new_locked_host(env: &Env, name: &str) -> String {
+    let (s, v) = admin(
+        &env.app,
+        "POST",
+        "/v1/ihosts",
+        Some(json!({"hostname": name, "personality": "compute", "administrative": "locked"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{}: {v}", env.name);
+    assert_eq!(v["administrative"], "locked", "{}: {v}", env.name);
+    v["uuid"].as_str().unwrap().to_string()
+}
+
 fn assert_error(env: &Env, (s, v): &(StatusCode, Value), want: StatusCode, contains: &str) {
     assert_eq!(*s, want, "{}: {v}", env.name);
     assert_eq!(v["code"], json!(want.as_u16()), "{}: {v}", env.name);
@@ -136,8 +149,11 @@ async fn host_crud_and_sync() {
         let (s, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{uuid}"), None).await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(v["hostname"], "compute-0");
-        assert_eq!(v["administrative"], "locked");
+        assert_eq!(v["administrative"], "unlocked");
         assert_eq!(v["operational"], "disabled");
+        assert_eq!(v["sync_state"], "synced", "{v}");
+        let (s, _) = admin(&env.app, "POST", &format!("/v1/ihosts/{uuid}/lock"), None).await;
+        assert_eq!(s, StatusCode::OK);
 
         let dup = admin(
             &env.app,
@@ -343,10 +359,19 @@ async fn labels_assign_overwrite_soft_delete() {
         .await;
         assert_eq!(s, StatusCode::OK);
 
-        let calls = env.sync.calls();
-        assert_eq!(calls.len(), 4, "one apply per successful write: {calls:?}");
+        let applies: Vec<SyncCall> = env
+            .sync
+            .calls()
+            .into_iter()
+            .filter(|c| matches!(c, SyncCall::ApplyLabels { .. }))
+            .collect();
         assert_eq!(
-            calls[2],
+            applies.len(),
+            4,
+            "one apply per successful write: {applies:?}"
+        );
+        assert_eq!(
+            applies[2],
             SyncCall::ApplyLabels {
                 hostname: "compute-1".into(),
                 labels: BTreeMap::from([("tier".into(), "".into())]),
@@ -536,10 +561,17 @@ async fn role_labels_need_a_locked_host() {
         assert_eq!(s, StatusCode::OK, "{v}");
         assert_eq!(
             env.sync.calls(),
-            vec![SyncCall::SetLocked {
-                hostname: "controller-0".into(),
-                locked: true
-            }]
+            vec![
+                SyncCall::ApplyLabels {
+                    hostname: "controller-0".into(),
+                    labels: BTreeMap::new(),
+                    managed_keys: vec![],
+                },
+                SyncCall::SetLocked {
+                    hostname: "controller-0".into(),
+                    locked: true
+                }
+            ]
         );
         let (s, v) = admin(
             &env.app,
@@ -697,7 +729,7 @@ async fn concurrent_writers_on_two_replicas_lose_nothing() {
 async fn audit_reapplies_everything() {
     for env in envs().await {
         let a = new_host(&env, "compute-a").await;
-        let _b = new_host(&env, "compute-b").await;
+        let _b = new_locked_host(&env, "compute-b").await;
         let (s, _) = admin(
             &env.app,
             "POST",
@@ -772,7 +804,7 @@ async fn a_joining_node_gets_its_hosts_state() {
                 },
                 SyncCall::SetLocked {
                     hostname: "compute-late".into(),
-                    locked: true
+                    locked: false
                 },
             ],
             "{}",
@@ -897,4 +929,425 @@ async fn openapi_document_matches_the_routes_and_shapes() {
         }
         assert_eq!(operations, 10, "documented operations");
     }
+}
+
+/// Runs `sql` on the test's database directly, bypassing the service: rows the API refuses
+/// today, as an older version may have stored them.
+async fn raw_sql(env: &Env, sql: &str) {
+    use sqlx::Connection;
+    if env.name == "sqlite" {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&env.url);
+        let mut c = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+        sqlx::query(sql).execute(&mut c).await.unwrap();
+    } else {
+        let mut c = sqlx::PgConnection::connect(&env.url).await.unwrap();
+        sqlx::query(sql).execute(&mut c).await.unwrap();
+    }
+}
+
+/// Log lines written while a [`Logs::capture`] guard lives (on this thread: the tests run on
+/// tokio's current-thread runtime).
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn label_keys(v: &Value) -> Vec<String> {
+    v["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["label_key"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Keys under kubernetes.io, k8s.io and their subdomains belong to Kubernetes: refused with a
+/// 400 that says why, nothing stored, nothing synced. node-restriction.kubernetes.io is the
+/// administrators' part and accepted.
+#[tokio::test]
+async fn reserved_label_prefixes_are_refused() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-k8s").await;
+        let path = format!("/v1/labels/{host}");
+        env.sync.clear();
+        for key in [
+            "kubernetes.io/hostname",
+            "k8s.io/anything",
+            "node.kubernetes.io/exclude-from-external-load-balancers",
+            "node-role.kubernetes.io/control-plane",
+            "topology.kubernetes.io/zone",
+            "feature.node.kubernetes.io/cpu-model",
+        ] {
+            let r = admin(
+                &env.app,
+                "POST",
+                &path,
+                Some(json!({"rack": "r1", key: "x"})),
+            )
+            .await;
+            assert_error(&env, &r, StatusCode::BAD_REQUEST, "Kubernetes reserves");
+            assert_error(&env, &r, StatusCode::BAD_REQUEST, key);
+        }
+        assert_eq!(env.state.store.count_label_rows(true).await.unwrap(), 0);
+        assert!(env.sync.calls().is_empty(), "{:?}", env.sync.calls());
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &path,
+            Some(json!({"node-restriction.kubernetes.io/trusted": "yes"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+    }
+}
+
+/// Rows with reserved keys stored before the API refused them (a live one and a removed one)
+/// never reach the node: not set, and above all not removed, by a write or by the audit,
+/// however often it runs. Removing such a row through the API leaves the node's label alone.
+#[tokio::test]
+async fn reserved_rows_from_before_are_never_pushed_or_removed() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-old").await;
+        let (s, _) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"rack": "r1"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let live = uuid::Uuid::new_v4();
+        raw_sql(
+            &env,
+            &format!(
+                "INSERT INTO labels (created_at, uuid, host_id, label_key, label_value) \
+                 SELECT '2024-01-01T00:00:00Z', '{live}', id, 'kubernetes.io/hostname', 'wrong' \
+                 FROM hosts WHERE uuid = '{host}'"
+            ),
+        )
+        .await;
+        raw_sql(
+            &env,
+            &format!(
+                "INSERT INTO labels (created_at, deleted_at, uuid, host_id, label_key, label_value) \
+                 SELECT '2024-01-01T00:00:00Z', '2024-01-02T00:00:00Z', '{}', id, \
+                 'node-role.kubernetes.io/worker', '' FROM hosts WHERE uuid = '{host}'",
+                uuid::Uuid::new_v4()
+            ),
+        )
+        .await;
+        let logs = Logs::default();
+        let guard = logs.capture();
+        env.sync.clear();
+        for _ in 0..3 {
+            assert_eq!(audit_once(&env.state).await.unwrap(), 1);
+        }
+        let (s, _) = admin(&env.app, "DELETE", &format!("/v1/labels/{live}"), None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT, "{}", env.name);
+        audit_once(&env.state).await.unwrap();
+        drop(guard);
+        let applies: Vec<SyncCall> = env
+            .sync
+            .calls()
+            .into_iter()
+            .filter(|c| matches!(c, SyncCall::ApplyLabels { .. }))
+            .collect();
+        assert_eq!(applies.len(), 5, "{}: {applies:?}", env.name);
+        for call in &applies {
+            assert_eq!(
+                call,
+                &SyncCall::ApplyLabels {
+                    hostname: "compute-old".into(),
+                    labels: BTreeMap::from([("rack".into(), "r1".into())]),
+                    managed_keys: vec!["rack".into()],
+                },
+                "{}: a reserved key reached NodeSync",
+                env.name
+            );
+        }
+        let logs = logs.text();
+        assert!(
+            logs.contains("reserves") && logs.contains("kubernetes.io/hostname"),
+            "{}: the skipped row is not reported: {logs}",
+            env.name
+        );
+    }
+}
+
+/// At most 100 labels and 16 KiB of keys and values per host: a request over that alone is
+/// 400, one that would take the host over it is 409, and nothing of a refused request stays.
+#[tokio::test]
+async fn labels_per_host_are_capped() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-cap").await;
+        let path = format!("/v1/labels/{host}");
+        let many: BTreeMap<String, String> = (0..101)
+            .map(|i| (format!("k{i}"), "v".to_string()))
+            .collect();
+        let r = admin(&env.app, "POST", &path, Some(json!(many))).await;
+        assert_error(&env, &r, StatusCode::BAD_REQUEST, "101 labels");
+        assert_error(&env, &r, StatusCode::BAD_REQUEST, "at most 100");
+        // 44 labels of 380 bytes each (the longest a label can be): 16,720 bytes.
+        let prefix = format!("{}.{}", vec!["a".repeat(63); 3].join("."), "b".repeat(61));
+        let big: BTreeMap<String, String> = (0..44)
+            .map(|i| (format!("{prefix}/{:0>63}", i), "v".repeat(63)))
+            .collect();
+        assert!(big.keys().all(|k| k.len() == 253 + 1 + 63), "{prefix}");
+        let r = admin(&env.app, "POST", &path, Some(json!(big))).await;
+        assert_error(&env, &r, StatusCode::BAD_REQUEST, "at most 16384");
+        assert_eq!(env.state.store.count_label_rows(true).await.unwrap(), 0);
+
+        let hundred: BTreeMap<String, String> = (0..100)
+            .map(|i| (format!("k{i}"), "v".to_string()))
+            .collect();
+        let (s, v) = admin(&env.app, "POST", &path, Some(json!(hundred))).await;
+        assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        let r = admin(&env.app, "POST", &path, Some(json!({"one-more": "v"}))).await;
+        assert_error(&env, &r, StatusCode::CONFLICT, "would have 101 labels");
+        // Replacing a value keeps the count.
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &format!("{path}?overwrite=true"),
+            Some(json!({"k0": "new"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        assert_eq!(env.state.store.count_label_rows(false).await.unwrap(), 100);
+
+        // The byte budget over several requests.
+        let other = new_host(&env, "compute-cap-2").await;
+        let path = format!("/v1/labels/{other}");
+        let (first, second): (Vec<_>, Vec<_>) =
+            big.into_iter().enumerate().partition(|(i, _)| *i < 40);
+        let first: BTreeMap<String, String> = first.into_iter().map(|(_, kv)| kv).collect();
+        let second: BTreeMap<String, String> = second.into_iter().map(|(_, kv)| kv).collect();
+        let (s, v) = admin(&env.app, "POST", &path, Some(json!(first))).await;
+        assert_eq!(s, StatusCode::OK, "{}: {v}", env.name);
+        let r = admin(&env.app, "POST", &path, Some(json!(second))).await;
+        assert_error(
+            &env,
+            &r,
+            StatusCode::CONFLICT,
+            "bytes of label keys and values",
+        );
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{other}/labels"), None).await;
+        assert_eq!(label_keys(&v).len(), 40, "{}", env.name);
+    }
+}
+
+/// A sync that fails shows on the host (API and list) with the reason, and in a log line;
+/// the audit clears it once the node takes the state. A host whose node has not joined yet
+/// is pending, saying so.
+#[tokio::test]
+async fn sync_state_shows_failures_and_missing_nodes() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-sync").await;
+        let path = format!("/v1/ihosts/{host}");
+        let (_, v) = admin(&env.app, "GET", &path, None).await;
+        assert_eq!(
+            (&v["sync_state"], &v["sync_reason"]),
+            (&json!("synced"), &Value::Null),
+            "{}: {v}",
+            env.name
+        );
+
+        let logs = Logs::default();
+        let guard = logs.capture();
+        env.sync.fail_with(Some(SyncError::Failed(
+            "etcdserver: request is too large".into(),
+        )));
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"zone": "a"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{}: the write stands: {v}", env.name);
+        let (_, v) = admin(&env.app, "GET", &path, None).await;
+        assert_eq!(v["sync_state"], "failed", "{}: {v}", env.name);
+        assert_eq!(v["sync_reason"], "etcdserver: request is too large");
+        assert!(v["sync_changed_at"].is_string(), "{v}");
+        let (_, list) = admin(&env.app, "GET", "/v1/ihosts", None).await;
+        assert_eq!(list["ihosts"][0]["sync_state"], "failed", "{list}");
+        // The audit keeps trying, and says so.
+        assert!(audit_once(&env.state).await.is_err());
+        // A lock answered while the node refuses: the answer shows it.
+        let (s, v) = admin(&env.app, "POST", &format!("{path}/lock"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            (&v["administrative"], &v["sync_state"]),
+            (&json!("locked"), &json!("failed")),
+            "{v}"
+        );
+        drop(guard);
+        let logs = logs.text();
+        assert!(
+            logs.contains("node sync failed")
+                && logs.contains("compute-sync")
+                && logs.contains("request is too large"),
+            "{}: no log line for the failed sync: {logs}",
+            env.name
+        );
+
+        env.sync.fail_with(None);
+        assert_eq!(audit_once(&env.state).await.unwrap(), 1);
+        let (_, v) = admin(&env.app, "GET", &path, None).await;
+        assert_eq!(
+            (&v["sync_state"], &v["sync_reason"]),
+            (&json!("synced"), &Value::Null),
+            "{}: {v}",
+            env.name
+        );
+
+        env.sync
+            .fail_with(Some(SyncError::NodeNotFound("compute-sync".into())));
+        let (_, v) = admin(&env.app, "POST", &format!("{path}/unlock"), None).await;
+        assert_eq!(v["sync_state"], "pending", "{}: {v}", env.name);
+        let reason = v["sync_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("no Kubernetes node named \"compute-sync\" yet"),
+            "{reason}"
+        );
+        // Not a failure of the audit: the node gets its state when it joins.
+        assert_eq!(audit_once(&env.state).await.unwrap(), 0);
+        env.sync.fail_with(None);
+    }
+}
+
+/// A sync that read the host before a newer write does not record its outcome over that
+/// write's state.
+#[tokio::test]
+async fn a_stale_sync_outcome_is_not_recorded() {
+    for env in envs().await {
+        let host = new_host(&env, "compute-stale").await;
+        let before = env.state.store.get_host(&host).await.unwrap();
+        env.sync
+            .fail_with(Some(SyncError::NodeNotFound("compute-stale".into())));
+        let (s, _) = admin(
+            &env.app,
+            "POST",
+            &format!("/v1/labels/{host}"),
+            Some(json!({"zone": "a"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        env.sync.fail_with(None);
+        let stale = kstack_inventory::SyncOutcome::synced();
+        assert!(
+            !env.state
+                .store
+                .record_sync(before.id, before.sync_generation, &stale)
+                .await
+                .unwrap()
+        );
+        let (_, v) = admin(&env.app, "GET", &format!("/v1/ihosts/{host}"), None).await;
+        assert_eq!(v["sync_state"], "pending", "{}: {v}", env.name);
+    }
+}
+
+/// Registering a host whose node runs pods must not evict them: a new host is unlocked (its
+/// node is told so, never locked) unless the request asks for locked.
+#[tokio::test]
+async fn registering_a_host_does_not_lock_its_node_unless_asked() {
+    for env in envs().await {
+        env.sync.clear();
+        let (s, v) = admin(
+            &env.app,
+            "POST",
+            "/v1/ihosts",
+            Some(json!({"hostname": "compute-running", "personality": "compute"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        assert_eq!(v["administrative"], "unlocked", "{}: {v}", env.name);
+        let calls = env.sync.calls();
+        assert!(
+            calls.contains(&SyncCall::SetLocked {
+                hostname: "compute-running".into(),
+                locked: false
+            }) && !calls
+                .iter()
+                .any(|c| matches!(c, SyncCall::SetLocked { locked: true, .. })),
+            "{}: {calls:?}",
+            env.name
+        );
+
+        env.sync.clear();
+        new_locked_host(&env, "compute-new").await;
+        assert!(
+            env.sync.calls().contains(&SyncCall::SetLocked {
+                hostname: "compute-new".into(),
+                locked: true
+            }),
+            "{}: {:?}",
+            env.name,
+            env.sync.calls()
+        );
+        let (_, doc) = call(&env.app, "GET", "/openapi.json", None, None).await;
+        let text = doc["components"]["schemas"]["HostCreate"].to_string();
+        assert!(
+            text.contains("evict"),
+            "HostCreate documents the default: {text}"
+        );
+    }
+}
+
+/// Without node sync (`kstack inventory serve --no-node-sync`) nothing reaches a node, and the
+/// hosts say so instead of claiming to be synced.
+#[tokio::test]
+async fn without_node_sync_hosts_are_pending_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = kstack_inventory::state(
+        dir.path().join("inv.db").to_str().unwrap(),
+        tokens(),
+        Arc::new(kstack_inventory::NoNodeSync),
+    )
+    .await
+    .unwrap();
+    let app = router(state.clone());
+    let (s, v) = admin(
+        &app,
+        "POST",
+        "/v1/ihosts",
+        Some(json!({"hostname": "c1", "personality": "compute"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(v["sync_state"], "pending", "{v}");
+    assert_eq!(
+        v["sync_reason"],
+        "node sync is disabled (--no-node-sync): no node is changed"
+    );
+    assert_eq!(audit_once(&state).await.unwrap(), 0);
 }

@@ -58,7 +58,9 @@ async fn serve_over_http_with_audit() {
     let r = client
         .post(format!("{base}/v1/ihosts"))
         .bearer_auth("t")
-        .json(&json!({"hostname": "compute-9", "personality": "compute"}))
+        .json(
+            &json!({"hostname": "compute-9", "personality": "compute", "administrative": "locked"}),
+        )
         .send()
         .await
         .unwrap();

@@ -41,26 +41,17 @@ impl Nodes {
     }
 
     /// Sets `labels` on the node and removes each key of `managed` that `labels` lacks. Other
-    /// labels on the node are left alone.
+    /// labels on the node are left alone, and so is every key under a prefix Kubernetes
+    /// reserves (see [`label_patch`]).
     pub async fn apply_labels(
         &self,
         node: &str,
         labels: &BTreeMap<String, String>,
         managed: &[String],
     ) -> Result<(), Error> {
-        let mut patch = serde_json::Map::new();
-        for key in managed {
-            if !labels.contains_key(key) {
-                patch.insert(key.clone(), serde_json::Value::Null);
-            }
-        }
-        for (k, v) in labels {
-            patch.insert(k.clone(), json!(v));
-        }
-        if patch.is_empty() {
+        let Some(body) = label_patch(labels, managed) else {
             return Ok(());
-        }
-        let body = json!({"metadata": {"labels": patch}});
+        };
         self.api()
             .patch(node, &PatchParams::default(), &Patch::Merge(&body))
             .await
@@ -149,6 +140,30 @@ impl Nodes {
     }
 }
 
+/// The merge patch that sets `labels` and removes each key of `managed` that `labels` lacks;
+/// `None` when there is nothing to change. A key under a prefix Kubernetes reserves
+/// (`kubernetes.io/hostname` and the like, [`kstack_inventory::validate::is_reserved_label_key`])
+/// is never in it, whatever the caller passes: the kubelet and other components own those
+/// labels, and removing one would break the node.
+pub fn label_patch(
+    labels: &BTreeMap<String, String>,
+    managed: &[String],
+) -> Option<serde_json::Value> {
+    use kstack_inventory::validate::is_reserved_label_key;
+    let mut patch = serde_json::Map::new();
+    for key in managed {
+        if !labels.contains_key(key) && !is_reserved_label_key(key) {
+            patch.insert(key.clone(), serde_json::Value::Null);
+        }
+    }
+    for (k, v) in labels {
+        if !is_reserved_label_key(k) {
+            patch.insert(k.clone(), json!(v));
+        }
+    }
+    (!patch.is_empty()).then(|| json!({"metadata": {"labels": patch}}))
+}
+
 /// Sends on `joins` the name of every node this process has not seen before: all nodes of the
 /// first listing, then each node that is added (or re-added under the same name with a new uid).
 /// Node status heartbeats are not joins. Returns when `joins` is closed; watch errors are
@@ -203,6 +218,13 @@ pub async fn watch_joins(client: Client, joins: tokio::sync::mpsc::Sender<String
     }
 }
 
+fn sync_error(e: Error) -> kstack_inventory::SyncError {
+    match e {
+        Error::NodeNotFound(node) => kstack_inventory::SyncError::NodeNotFound(node),
+        other => kstack_inventory::SyncError::Failed(other.to_string()),
+    }
+}
+
 /// The inventory's [`kstack_inventory::NodeSync`] backed by these node operations.
 #[async_trait::async_trait]
 impl kstack_inventory::NodeSync for Nodes {
@@ -211,17 +233,57 @@ impl kstack_inventory::NodeSync for Nodes {
         hostname: &str,
         labels: &BTreeMap<String, String>,
         managed_keys: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), kstack_inventory::SyncError> {
         Nodes::apply_labels(self, hostname, labels, managed_keys)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(sync_error)
     }
-    async fn set_locked(&self, hostname: &str, locked: bool) -> Result<(), String> {
+    async fn set_locked(
+        &self,
+        hostname: &str,
+        locked: bool,
+    ) -> Result<(), kstack_inventory::SyncError> {
         Nodes::set_locked(self, hostname, locked)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(sync_error)
     }
-    async fn delete_node(&self, hostname: &str) -> Result<(), String> {
-        self.delete(hostname).await.map_err(|e| e.to_string())
+    async fn delete_node(&self, hostname: &str) -> Result<(), kstack_inventory::SyncError> {
+        self.delete(hostname).await.map_err(sync_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_patch_never_touches_a_reserved_key() {
+        let labels = BTreeMap::from([
+            ("rack".to_string(), "r1".to_string()),
+            ("kubernetes.io/hostname".to_string(), "wrong".to_string()),
+            (
+                "node-restriction.kubernetes.io/trusted".to_string(),
+                "yes".to_string(),
+            ),
+        ]);
+        let managed = [
+            "rack".to_string(),
+            "zone".to_string(),
+            "kubernetes.io/hostname".to_string(),
+            "node-role.kubernetes.io/worker".to_string(),
+        ];
+        assert_eq!(
+            label_patch(&labels, &managed),
+            Some(json!({"metadata": {"labels": {
+                "zone": null,
+                "rack": "r1",
+                "node-restriction.kubernetes.io/trusted": "yes",
+            }}}))
+        );
+        let only_reserved = BTreeMap::from([("k8s.io/x".to_string(), "v".to_string())]);
+        assert_eq!(
+            label_patch(&only_reserved, &["topology.kubernetes.io/zone".to_string()]),
+            None
+        );
     }
 }

@@ -10,9 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use kstack_inventory::model::{Host, HostList, Label, LabelList};
+use kstack_inventory::model::{Host, HostList, Label, LabelList, SyncState};
 use kstack_inventory::{Role, ServeConfig};
 use serde_json::json;
+
+/// What locking does to a node, said wherever a command locks one.
+const LOCK_EFFECT: &str = "its Kubernetes node is cordoned and tainted \
+     services=disabled:NoExecute: every pod there that does not tolerate the taint is evicted";
 
 #[derive(Debug, clap::Args)]
 pub struct Client {
@@ -41,22 +45,31 @@ pub enum InventoryCommand {
         #[command(subcommand)]
         action: Serve,
     },
-    /// Add a host.
-    #[command(after_help = "Example:\n  kstack host-add compute-4 --personality compute")]
+    /// Add a host. It is unlocked, so the pods already running on its node stay; with
+    /// --locked its node is cordoned and tainted services=disabled:NoExecute, which evicts
+    /// every pod there that does not tolerate the taint.
+    #[command(
+        after_help = "Examples:\n  kstack host-add compute-4 --personality compute\n  kstack host-add compute-5 --personality compute --locked   # a node that runs nothing yet"
+    )]
     HostAdd {
         hostname: String,
         #[arg(long, value_parser = ["controller", "compute", "storage"])]
         personality: String,
+        /// Register the host locked (evicts the pods on its node, see above).
+        #[arg(long)]
+        locked: bool,
         #[command(flatten)]
         client: Client,
     },
-    /// List hosts.
+    /// List hosts, with whether each one's node has its labels and lock state (SYNC: synced,
+    /// pending, failed) and why not (REASON).
     #[command(after_help = "Example:\n  kstack host-list")]
     HostList {
         #[command(flatten)]
         client: Client,
     },
-    /// Lock a host: its node gets the NoExecute taint services=disabled and its pods are evicted.
+    /// Lock a host: its node is cordoned and gets the NoExecute taint services=disabled, which
+    /// evicts every pod there that does not tolerate it.
     #[command(after_help = "Example:\n  kstack host-lock compute-4")]
     HostLock {
         host: String,
@@ -203,15 +216,25 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
         InventoryCommand::HostAdd {
             hostname,
             personality,
+            locked,
             client,
         } => {
+            let administrative = if locked { "locked" } else { "unlocked" };
+            if locked {
+                eprintln!("registering {hostname} locked: {LOCK_EFFECT}");
+            }
             let host: Host = call(
                 &client,
                 reqwest::Method::POST,
                 "/v1/ihosts",
-                Some(json!({"hostname": hostname, "personality": personality})),
+                Some(json!({
+                    "hostname": hostname,
+                    "personality": personality,
+                    "administrative": administrative,
+                })),
             )
             .await?;
+            warn_unsynced(&host);
             print_hosts(&[host]);
             Ok(())
         }
@@ -260,6 +283,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             )
             .await?;
             print_labels(&list.labels);
+            warn_unsynced(&host_of(&client, &uuid).await?);
             Ok(())
         }
         InventoryCommand::HostLabelList { host, client } => {
@@ -283,6 +307,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 )
                 .await?;
             }
+            warn_unsynced(&host_of(&client, &uuid).await?);
             Ok(())
         }
     }
@@ -300,8 +325,34 @@ fn redact(message: &str, secret_text: &str) -> String {
     out
 }
 
+/// Says on stderr when the host's node does not have its state (the write itself stands).
+fn warn_unsynced(host: &Host) {
+    let reason = host.sync_reason.as_deref().unwrap_or("no reason given");
+    match host.sync_state {
+        SyncState::Synced => {}
+        SyncState::Pending => eprintln!("note: {}: node not updated yet: {reason}", host.hostname),
+        SyncState::Failed => eprintln!(
+            "warning: {}: updating its node failed (the service retries): {reason}",
+            host.hostname
+        ),
+    }
+}
+
+async fn host_of(client: &Client, uuid: &str) -> anyhow::Result<Host> {
+    call(
+        client,
+        reqwest::Method::GET,
+        &format!("/v1/ihosts/{uuid}"),
+        None,
+    )
+    .await
+}
+
 async fn lock(client: &Client, host: &str, action: &str) -> anyhow::Result<()> {
     let uuid = resolve(client, host).await?;
+    if action == "lock" {
+        eprintln!("locking {host}: {LOCK_EFFECT}");
+    }
     let h: Host = call(
         client,
         reqwest::Method::POST,
@@ -309,6 +360,7 @@ async fn lock(client: &Client, host: &str, action: &str) -> anyhow::Result<()> {
         None,
     )
     .await?;
+    warn_unsynced(&h);
     print_hosts(&[h]);
     Ok(())
 }
@@ -378,6 +430,8 @@ fn print_hosts(hosts: &[Host]) {
         "PERSONALITY",
         "ADMINISTRATIVE",
         "OPERATIONAL",
+        "SYNC",
+        "REASON",
     ]);
     for h in hosts {
         t.add_row([
@@ -386,6 +440,8 @@ fn print_hosts(hosts: &[Host]) {
             wire_name(&h.personality),
             wire_name(&h.administrative),
             wire_name(&h.operational),
+            wire_name(&h.sync_state),
+            h.sync_reason.clone().unwrap_or_default(),
         ]);
     }
     println!("{t}");
