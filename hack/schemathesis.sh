@@ -46,8 +46,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-token=st-$RANDOM$RANDOM$RANDOM
-printf '%s: admin\n' "$token" >"$work/tokens.yml"
+# The service refuses tokens under 32 characters and a tokens file others may read.
+token=st-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077 && printf '%s: admin\n' "$token" >"$work/tokens.yml")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
 

@@ -27,7 +27,7 @@ async fn main() -> anyhow::Result<()> {
     let db = dir.path().join("inventory.db");
     let sync = Arc::new(kstack_kube::nodes::Nodes::new(client.clone()));
     let state =
-        kstack_inventory::state(db.to_str().context("path")?, BTreeMap::new(), sync).await?;
+        kstack_inventory::state(db.to_str().context("path")?, Default::default(), sync).await?;
     for i in 1..=n {
         let new: HostCreate = serde_json::from_value(serde_json::json!({
             "hostname": format!("compute-{i}"), "personality": "compute", "administrative": "unlocked"

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use kstack_e2e::{TempNamespace, WAIT, client, make_node, pod_on};
-use kstack_inventory::{Role, ServeConfig};
+use kstack_inventory::{Role, ServeConfig, Tokens};
 use kstack_k8s::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "e2e-admin-token";
+const TOKEN: &str = "e2e-admin-token-0123456789abcdef0123";
 
 /// A running inventory service; stopped when dropped.
 struct Service {
@@ -61,7 +61,7 @@ impl Service {
         let config = ServeConfig {
             listen: ([127, 0, 0, 1], port).into(),
             database_url: dir.path().join("inventory.db").display().to_string(),
-            tokens: BTreeMap::from([(TOKEN.to_string(), Role::Admin)]),
+            tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)]))?,
             audit_interval: audit,
             sync: Arc::new(kstack_kube::nodes::Nodes::new(client.clone())),
             joins,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use kstack_inventory::{AppState, NodeSync, Role, audit_once, router};
 
-const TOKEN: &str = "load-admin";
+const TOKEN: &str = "load-admin-0123456789abcdef0123456789";
 
 #[derive(Default)]
 struct CountingSync {
@@ -193,7 +193,8 @@ async fn drive(
 
 async fn bench(backend: &str, url: &str, a: &Args) {
     let sync = Arc::new(CountingSync::default());
-    let tokens = BTreeMap::from([(TOKEN.to_string(), Role::Admin)]);
+    let tokens = kstack_inventory::Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)]))
+        .expect("tokens");
     let state: AppState = kstack_inventory::state(url, tokens, sync.clone())
         .await
         .expect("open store");

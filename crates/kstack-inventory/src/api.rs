@@ -24,6 +24,7 @@ use crate::error::{Error, ErrorBody};
 use crate::model::{Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList};
 use crate::store::{HostRow, Store};
 use crate::sync::NodeSync;
+use crate::tokens::Tokens;
 use crate::validate;
 
 /// Largest accepted request body.
@@ -44,8 +45,7 @@ pub enum Role {
 pub struct AppState {
     pub store: Store,
     pub sync: Arc<dyn NodeSync>,
-    /// token -> role
-    pub tokens: Arc<BTreeMap<String, Role>>,
+    pub tokens: Arc<Tokens>,
 }
 
 /// JSON body extractor whose rejections are JSON errors (400, or 413 when too large).
@@ -74,6 +74,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 fn json_rejection(rej: JsonRejection) -> Error {
     if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
         Error::PayloadTooLarge(MAX_BODY_BYTES)
+    } else if let JsonRejection::MissingJsonContentType(_) = rej {
+        Error::UnsupportedMediaType
     } else {
         Error::BadRequest(format!("invalid request body: {}", rej.body_text()))
     }
@@ -125,9 +127,8 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let Some(role) = token.and_then(|t| state.tokens.get(t)).copied() else {
+        .and_then(bearer_token);
+    let Some(role) = token.and_then(|t| state.tokens.role(t)) else {
         return Error::Unauthorized.into_response();
     };
     let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
@@ -135,6 +136,16 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
         return Error::Forbidden.into_response();
     }
     next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme name is case-insensitive
+/// (RFC 9110, section 11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 fn check_hostname(name: &str) -> Result<(), Error> {
@@ -190,7 +201,8 @@ async fn list_hosts(State(state): State<AppState>) -> Result<Json<HostList>, Err
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody),
-        (status = 413, body = ErrorBody)),
+        (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn create_host(
     State(state): State<AppState>,
@@ -226,7 +238,8 @@ async fn get_host(
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
-        (status = 413, body = ErrorBody)),
+        (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn patch_host(
     State(state): State<AppState>,
@@ -330,7 +343,8 @@ async fn unlock_host(
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
-        (status = 413, body = ErrorBody)),
+        (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn assign_labels(
     State(state): State<AppState>,

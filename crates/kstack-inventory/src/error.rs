@@ -23,6 +23,8 @@ pub enum Error {
     MethodNotAllowed,
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    #[error("request body must be JSON: send Content-Type: application/json")]
+    UnsupportedMediaType,
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]
@@ -55,6 +57,7 @@ impl Error {
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Database(_)
             | Error::Migrate(_)
             | Error::Io(_)

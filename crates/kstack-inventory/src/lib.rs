@@ -5,7 +5,8 @@
 //! `POST /v1/labels/{host_uuid}`, `GET /v1/ihosts/{host_uuid}/labels`, `DELETE /v1/labels/{uuid}`.
 //!
 //! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
-//! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`sync`] (the `NodeSync` trait
+//! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
+//! constant-time lookup), [`sync`] (the `NodeSync` trait
 //! the Kubernetes crate implements); this file pushes hosts to their nodes and records the
 //! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
@@ -15,6 +16,7 @@ pub mod error;
 pub mod model;
 pub mod store;
 pub mod sync;
+pub mod tokens;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -26,6 +28,7 @@ pub use api::{ApiDoc, AppState, Role, router};
 pub use error::{Error, ErrorBody};
 pub use store::{Store, SyncOutcome};
 pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall, SyncError};
+pub use tokens::Tokens;
 
 use model::SyncState;
 
@@ -35,8 +38,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// `postgres://...`, `sqlite:...` or a SQLite file path (created if missing).
     pub database_url: String,
-    /// Bearer token -> role.
-    pub tokens: BTreeMap<String, Role>,
+    /// The bearer tokens and their roles.
+    pub tokens: Tokens,
     /// How often to re-apply all labels and lock states to the nodes.
     pub audit_interval: Duration,
     /// Where committed changes go.
@@ -49,7 +52,7 @@ pub struct ServeConfig {
 /// Builds the state: opens the database and runs migrations.
 pub async fn state(
     database_url: &str,
-    tokens: BTreeMap<String, Role>,
+    tokens: Tokens,
     sync: Arc<dyn NodeSync>,
 ) -> Result<AppState, Error> {
     Ok(AppState {

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kstack_inventory::{AppState, RecordingSync, Role, SyncCall, SyncError, audit_once, router};
+use kstack_inventory::{
+    AppState, RecordingSync, Role, SyncCall, SyncError, Tokens, audit_once, router,
+};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-const ADMIN: &str = "admin-token";
-const READER: &str = "reader-token";
+const ADMIN: &str = "admin-token-0123456789abcdef0123456789";
+const READER: &str = "reader-token-0123456789abcdef0123456789";
 
 struct Env {
     name: &'static str,
@@ -24,11 +26,12 @@ struct Env {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn tokens() -> BTreeMap<String, Role> {
-    BTreeMap::from([
+fn tokens() -> Tokens {
+    Tokens::new(BTreeMap::from([
         (ADMIN.to_string(), Role::Admin),
         (READER.to_string(), Role::Reader),
-    ])
+    ]))
+    .unwrap()
 }
 
 async fn make_env(name: &'static str, url: &str, dir: Option<tempfile::TempDir>) -> Env {
@@ -1320,6 +1323,82 @@ async fn registering_a_host_does_not_lock_its_node_unless_asked() {
             text.contains("evict"),
             "HostCreate documents the default: {text}"
         );
+    }
+}
+
+/// `Bearer` in any letter case; a body without a JSON content type is 415, listed in the
+/// OpenAPI document.
+#[tokio::test]
+async fn bearer_in_any_case_and_415_for_a_non_json_body() {
+    for env in envs().await {
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let req = Request::builder()
+                .uri("/v1/ihosts")
+                .header("authorization", format!("{scheme} {ADMIN}"))
+                .body(Body::empty())
+                .unwrap();
+            let resp = env.app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status(), StatusCode::OK, "{}: {scheme}", env.name);
+        }
+        for bad in ["Basic {ADMIN}", "Bearer", "Bearer  ", "{ADMIN}"] {
+            let req = Request::builder()
+                .uri("/v1/ihosts")
+                .header("authorization", bad.replace("{ADMIN}", ADMIN))
+                .body(Body::empty())
+                .unwrap();
+            let resp = env.app.clone().oneshot(req).await.unwrap();
+            assert_eq!(
+                resp.status(),
+                StatusCode::UNAUTHORIZED,
+                "{}: {bad}",
+                env.name
+            );
+        }
+
+        let body = json!({"hostname": "c415", "personality": "compute"}).to_string();
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+        ] {
+            let mut req = Request::builder()
+                .method("POST")
+                .uri("/v1/ihosts")
+                .header("authorization", format!("Bearer {ADMIN}"));
+            if let Some(ct) = content_type {
+                req = req.header("content-type", ct);
+            }
+            let resp = env
+                .app
+                .clone()
+                .oneshot(req.body(Body::from(body.clone())).unwrap())
+                .await
+                .unwrap();
+            let status = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_error(
+                &env,
+                &(status, v),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "application/json",
+            );
+        }
+        let (_, doc) = call(&env.app, "GET", "/openapi.json", None, None).await;
+        for (path, method) in [
+            ("/v1/ihosts", "post"),
+            ("/v1/ihosts/{uuid}", "patch"),
+            ("/v1/labels/{uuid}", "post"),
+        ] {
+            assert!(
+                doc["paths"][path][method]["responses"].get("415").is_some(),
+                "{method} {path} does not document 415"
+            );
+        }
+        let (_, v) = admin(&env.app, "GET", "/v1/ihosts", None).await;
+        assert_eq!(v["ihosts"], json!([]), "{}", env.name);
     }
 }
 

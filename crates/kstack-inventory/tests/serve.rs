@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstack_inventory::{RecordingSync, Role, ServeConfig, SyncCall, serve};
+use kstack_inventory::{RecordingSync, Role, ServeConfig, SyncCall, Tokens, serve};
 use serde_json::{Value, json};
+
+const TOKEN: &str = "serve-test-token-0123456789abcdef0123";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_over_http_with_audit() {
@@ -21,7 +23,7 @@ async fn serve_over_http_with_audit() {
     let config = ServeConfig {
         listen: ([127, 0, 0, 1], port).into(),
         database_url: db.to_str().unwrap().to_string(),
-        tokens: BTreeMap::from([("t".to_string(), Role::Admin)]),
+        tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
         audit_interval: Duration::from_millis(100),
         sync: sync.clone(),
         joins: None,
@@ -57,7 +59,7 @@ async fn serve_over_http_with_audit() {
 
     let r = client
         .post(format!("{base}/v1/ihosts"))
-        .bearer_auth("t")
+        .bearer_auth(TOKEN)
         .json(
             &json!({"hostname": "compute-9", "personality": "compute", "administrative": "locked"}),
         )
@@ -71,7 +73,7 @@ async fn serve_over_http_with_audit() {
     let big = format!("{{\"k\": \"{}\"}}", "v".repeat(70 * 1024));
     let r = client
         .post(format!("{base}/v1/labels/{uuid}"))
-        .bearer_auth("t")
+        .bearer_auth(TOKEN)
         .header("content-type", "application/json")
         .body(big)
         .send()

@@ -3,7 +3,6 @@
 //! Client commands find the service at `--url` (default `$KSTACK_INVENTORY_URL`, else
 //! http://127.0.0.1:6385) and authenticate with `--token` (default `$KSTACK_INVENTORY_TOKEN`).
 //! A host is named by hostname or UUID.
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,8 +10,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kstack_inventory::model::{Host, HostList, Label, LabelList, SyncState};
-use kstack_inventory::{Role, ServeConfig};
+use kstack_inventory::{ServeConfig, Tokens};
 use serde_json::json;
+
+use super::InputError;
 
 /// What locking does to a node, said wherever a command locks one.
 const LOCK_EFFECT: &str = "its Kubernetes node is cordoned and tainted \
@@ -126,7 +127,7 @@ pub enum InventoryCommand {
 pub enum Serve {
     /// Run the inventory service.
     #[command(
-        after_help = "Example:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db"
+        after_help = "Example:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db\n\nThe tokens file (mode 0600 or stricter) has one `TOKEN: ROLE` per line, ROLE admin or reader,\neach TOKEN at least 32 characters (`openssl rand -hex 32`). A file it refuses exits 2."
     )]
     Serve {
         #[arg(long, default_value = "127.0.0.1:6385")]
@@ -138,7 +139,7 @@ pub enum Serve {
             default_value = "kstack-inventory.db"
         )]
         database: String,
-        /// YAML map of bearer token to role (admin or reader).
+        /// YAML map of bearer token to role (admin or reader); readable by its owner only.
         #[arg(long)]
         tokens: std::path::PathBuf,
         /// Kubeconfig of the cluster whose nodes follow the inventory (default: like kubectl).
@@ -178,15 +179,8 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     no_node_sync,
                 },
         } => {
-            let text = std::fs::read_to_string(&tokens)
-                .with_context(|| format!("reading {}", tokens.display()))?;
-            let tokens: BTreeMap<String, Role> = serde_saphyr::from_str(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: expected a map of token to role (admin or reader): {}",
-                    tokens.display(),
-                    redact(&e.to_string(), &text)
-                )
-            })?;
+            // A refused tokens file is bad input: exit 2.
+            let tokens = Tokens::load(&tokens).map_err(|e| InputError(e.to_string()))?;
             let (sync, joins): (Arc<dyn kstack_inventory::NodeSync>, _) = if no_node_sync {
                 eprintln!("kstack inventory: node sync disabled; no cluster is changed");
                 (Arc::new(kstack_inventory::NoNodeSync), None)
@@ -311,18 +305,6 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Never echo the tokens file's content in an error: it holds secrets.
-fn redact(message: &str, secret_text: &str) -> String {
-    let mut out = message.to_string();
-    for word in secret_text
-        .split(|c: char| c.is_whitespace() || c == ':')
-        .filter(|w| w.len() >= 8)
-    {
-        out = out.replace(word, "<redacted>");
-    }
-    out
 }
 
 /// Says on stderr when the host's node does not have its state (the write itself stands).
