@@ -5,7 +5,8 @@
 //! - 1: the command failed for another reason (IO, cluster, network; the message says why);
 //! - 2: bad usage (clap) or bad input files: globals.yml, passwords.yml, catalog.yml, a
 //!   `--catalog` file; for `kstack inventory serve`, a tokens file it refuses (mode, short or
-//!   duplicate token). Commands return [`cmd::InputError`] (or exit code 2 directly) for those;
+//!   duplicate token), TLS files that do not load, or plain HTTP on a non-loopback address.
+//!   Commands return [`cmd::InputError`] (or exit code 2 directly) for those;
 //! - 3: `kstack deploy`: a step failed (a Job failed, a service did not become healthy in time);
 //!   the report on stderr names the service, the condition, what the pods say and what did not
 //!   start. `kstack deploy --target compose`: the files were written but no Docker engine

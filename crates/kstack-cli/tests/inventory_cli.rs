@@ -1,9 +1,15 @@
-//! `kstack inventory serve` through the binary: the tokens file is refused (exit 2) when others
-//! may read it (with the chmod to run), when a token is short or repeated (by line, never
-//! printing a token).
+//! `kstack inventory serve` and the `host-*` commands through the binary: the tokens file is
+//! refused when others may read it (with the chmod to run), when a token is short or repeated
+//! (by line, never printing a token); plain HTTP on a network address is refused (exit 2);
+//! over HTTPS the client works with `--ca-file` and names the cause without it; `host-add`
+//! registers unlocked unless `--locked` (and says what locking does); `host-list` shows
+//! each host's sync state.
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use kstack_inventory::testing::TestPki;
 
 const TOKEN: &str = "cli-test-token-0123456789abcdef012345";
 
@@ -23,11 +29,23 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn tokens_file(dir: &Path, text: &str, mode: u32) -> String {
     let path = dir.join("tokens.yml");
     std::fs::write(&path, text).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     path.to_str().unwrap().to_string()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// `serve` with `args` refused before it listens: exit 2, stderr returned.
@@ -89,4 +107,192 @@ fn a_tokens_file_others_can_read_or_with_weak_tokens_is_refused_without_printing
 
 fn db_exists(db: &str) -> bool {
     Path::new(db).exists()
+}
+
+#[test]
+fn plain_http_on_a_network_address_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path(), &format!("{TOKEN}: admin\n"), 0o600);
+    let db = dir.path().join("inv.db");
+    let err = refused(&[
+        "inventory",
+        "serve",
+        "--tokens",
+        &tokens,
+        "--database",
+        db.to_str().unwrap(),
+        "--no-node-sync",
+        "--listen",
+        "0.0.0.0:1",
+    ]);
+    assert!(
+        err.contains("plain HTTP") && err.contains("--insecure-http"),
+        "{err}"
+    );
+}
+
+/// A running `kstack inventory serve`, killed when dropped.
+struct Service {
+    child: Child,
+    _dir: tempfile::TempDir,
+    pki: TestPki,
+    url: String,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    fn start() -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = tokens_file(dir.path(), &format!("{TOKEN}: admin\n"), 0o600);
+        let pki = TestPki::new(&dir.path().join("pki"), "cli");
+        let port = free_port();
+        let db = dir.path().join("inv.db");
+        let child = Command::new(env!("CARGO_BIN_EXE_kstack"))
+            .args([
+                "inventory",
+                "serve",
+                "--tokens",
+                &tokens,
+                "--no-node-sync",
+                "--database",
+                db.to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--tls-cert",
+                pki.cert.to_str().unwrap(),
+                "--tls-key",
+                pki.key.to_str().unwrap(),
+                "--audit-interval",
+                "3600",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kstack inventory serve");
+        let service = Service {
+            child,
+            _dir: dir,
+            pki,
+            url: format!("https://127.0.0.1:{port}"),
+        };
+        // Our own server on a port we chose: nothing to watch, so try until it answers.
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return service;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("kstack inventory serve did not start");
+    }
+
+    /// Runs a client command against the service, trusting its CA.
+    fn client(&self, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.extend([
+            "--url",
+            &self.url,
+            "--token",
+            TOKEN,
+            "--ca-file",
+            self.pki.ca.to_str().unwrap(),
+        ]);
+        kstack(&all)
+    }
+}
+
+#[test]
+fn the_client_speaks_https_with_a_ca_file_and_hosts_register_unlocked() {
+    let svc = Service::start();
+
+    let out = kstack(&["host-list", "--url", &svc.url, "--token", TOKEN]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("could not reach the inventory service")
+            && err.to_lowercase().contains("certificate")
+            && err.contains("--ca-file"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN), "{err}");
+
+    let out = svc.client(&["host-add", "compute-1", "--personality", "compute"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("evicted"), "{}", stderr(&out));
+    let out = svc.client(&[
+        "host-add",
+        "compute-2",
+        "--personality",
+        "compute",
+        "--locked",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("registering compute-2 locked")
+            && stderr(&out).contains("services=disabled:NoExecute")
+            && stderr(&out).contains("evicted"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = svc.client(&["host-list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "UUID",
+            "HOSTNAME",
+            "PERSONALITY",
+            "ADMINISTRATIVE",
+            "OPERATIONAL",
+            "SYNC",
+            "REASON"
+        ],
+        "{table}"
+    );
+    // --no-node-sync: no node is changed, and the hosts say so.
+    assert_eq!(
+        rows[1][1..6],
+        ["compute-1", "compute", "unlocked", "disabled", "pending"],
+        "{table}"
+    );
+    assert_eq!(
+        rows[2][1..6],
+        ["compute-2", "compute", "locked", "disabled", "pending"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains("node sync is disabled"),
+        "{table}"
+    );
+
+    let out = svc.client(&["host-lock", "compute-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("locking compute-1: its Kubernetes node is cordoned"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = svc.client(&["host-label-assign", "compute-1", "kubernetes.io/hostname=x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("400") && stderr(&out).contains("Kubernetes reserves"),
+        "{}",
+        stderr(&out)
+    );
 }

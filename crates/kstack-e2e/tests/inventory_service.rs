@@ -1,5 +1,6 @@
 //! The inventory service end to end: `kstack_inventory::serve` on a real socket, driven over
-//! HTTP, with the Kubernetes node sync of kstack-kube against the local control plane.
+//! HTTPS (its TLS mode, with a throwaway CA), with the Kubernetes node sync of kstack-kube
+//! against the local control plane.
 //!
 //! What the user sees: labels assigned over REST appear on the Node and removed ones go; a
 //! role label needs the host locked; lock puts the NoExecute taint on the Node and the real
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use kstack_e2e::{TempNamespace, WAIT, client, make_node, pod_on};
+use kstack_inventory::testing::TestPki;
 use kstack_inventory::{Role, ServeConfig, Tokens};
 use kstack_k8s::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams};
@@ -58,10 +60,13 @@ impl Service {
         } else {
             None
         };
+        let pki = TestPki::new(&dir.path().join("pki"), "e2e");
         let config = ServeConfig {
             listen: ([127, 0, 0, 1], port).into(),
             database_url: dir.path().join("inventory.db").display().to_string(),
             tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)]))?,
+            tls: Some(pki.tls_config()),
+            insecure_http: false,
             audit_interval: audit,
             sync: Arc::new(kstack_kube::nodes::Nodes::new(client.clone())),
             joins,
@@ -71,9 +76,13 @@ impl Service {
                 eprintln!("inventory service stopped: {e}");
             }
         }));
+        let http = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&pki.ca_pem())?)
+            .build()?;
         let service = Service {
-            base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            base: format!("https://127.0.0.1:{port}"),
+            http,
             tasks,
             _dir: dir,
         };

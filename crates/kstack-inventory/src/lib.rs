@@ -6,7 +6,7 @@
 //!
 //! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
 //! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
-//! constant-time lookup), [`sync`] (the `NodeSync` trait
+//! constant-time lookup), [`tls`] (HTTPS, certificate reload), [`sync`] (the `NodeSync` trait
 //! the Kubernetes crate implements); this file pushes hosts to their nodes and records the
 //! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
@@ -16,6 +16,9 @@ pub mod error;
 pub mod model;
 pub mod store;
 pub mod sync;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod tls;
 pub mod tokens;
 pub mod validate;
 
@@ -28,6 +31,7 @@ pub use api::{ApiDoc, AppState, Role, router};
 pub use error::{Error, ErrorBody};
 pub use store::{Store, SyncOutcome};
 pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall, SyncError};
+pub use tls::TlsConfig;
 pub use tokens::Tokens;
 
 use model::SyncState;
@@ -40,6 +44,12 @@ pub struct ServeConfig {
     pub database_url: String,
     /// The bearer tokens and their roles.
     pub tokens: Tokens,
+    /// Serve HTTPS with these files; `None` serves plain HTTP, which [`serve`] allows only on
+    /// a loopback address unless `insecure_http` is set.
+    pub tls: Option<TlsConfig>,
+    /// Allow plain HTTP on a non-loopback address (bearer tokens then cross the network in
+    /// clear): only for a service behind something that terminates TLS.
+    pub insecure_http: bool,
     /// How often to re-apply all labels and lock states to the nodes.
     pub audit_interval: Duration,
     /// Where committed changes go.
@@ -226,7 +236,23 @@ pub async fn follow_joins(state: AppState, mut joins: tokio::sync::mpsc::Receive
     }
 }
 
-/// Runs the service until the listener fails; audits on `audit_interval`.
+/// Refuses to send bearer tokens in clear over a network: plain HTTP only on loopback, unless
+/// `insecure_http` says something in front terminates TLS.
+fn check_transport(config: &ServeConfig) -> Result<(), Error> {
+    if config.tls.is_none() && !config.listen.ip().is_loopback() && !config.insecure_http {
+        return Err(Error::Config(format!(
+            "refusing to serve on {} over plain HTTP: bearer tokens would cross the network in \
+             clear. Give a certificate and key (--tls-cert, --tls-key), listen on a loopback \
+             address, or, only behind a proxy that terminates TLS, allow it with --insecure-http",
+            config.listen
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the service until the listener fails; audits on `audit_interval`. Serves HTTPS when
+/// `tls` is set (reloading the files when they change), else plain HTTP (see
+/// [`ServeConfig::insecure_http`]).
 pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     if config.tokens.is_empty() {
         return Err(Error::Config("no API tokens configured".to_string()));
@@ -234,13 +260,22 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     if config.audit_interval.is_zero() {
         return Err(Error::Config("audit interval must be positive".to_string()));
     }
+    check_transport(&config)?;
+    // Certificate problems are reported before anything else starts.
+    let tls = match config.tls {
+        Some(files) => Some((files.load()?, files)),
+        None => None,
+    };
     let state = state(&config.database_url, config.tokens, config.sync).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    // Background tasks stop with the server, also when this future is dropped.
+    let mut tasks = AbortOnDrop(Vec::new());
     let audit_state = state.clone();
     let interval = config.audit_interval;
-    let joins = config
-        .joins
-        .map(|rx| tokio::spawn(follow_joins(state.clone(), rx)));
-    let audit = tokio::spawn(async move {
+    if let Some(rx) = config.joins {
+        tasks.0.push(tokio::spawn(follow_joins(state.clone(), rx)));
+    }
+    tasks.0.push(tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -249,13 +284,31 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
                 tracing::warn!(error = %e, "audit failed");
             }
         }
-    });
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    tracing::info!(addr = %config.listen, "inventory listening");
-    let result = axum::serve(listener, router(state)).await;
-    audit.abort();
-    if let Some(j) = joins {
-        j.abort();
-    }
+    }));
+    let result = match tls {
+        Some((loaded, files)) => {
+            tracing::info!(addr = %config.listen, "inventory listening (https)");
+            let rustls = loaded.rustls.clone();
+            tasks.0.push(tokio::spawn(files.reload_on_change(loaded)));
+            let server = axum_server::from_tcp_rustls(listener.into_std()?, rustls)?;
+            server.serve(router(state).into_make_service()).await
+        }
+        _ => {
+            tracing::info!(addr = %config.listen, "inventory listening (http)");
+            axum::serve(listener, router(state)).await
+        }
+    };
+    drop(tasks);
     Ok(result?)
+}
+
+/// Aborts its tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
 }

@@ -1,51 +1,70 @@
 //! `serve()` over a real socket with reqwest: auth, a write, the body limit on the wire,
-//! and the periodic audit reaching NodeSync.
+//! the periodic audit reaching NodeSync, HTTPS with a certificate that is reloaded when its
+//! files change, and the refusal to send tokens over plain HTTP on a network address.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kstack_inventory::testing::TestPki;
 use kstack_inventory::{RecordingSync, Role, ServeConfig, SyncCall, Tokens, serve};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "serve-test-token-0123456789abcdef0123";
 
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) -> ServeConfig {
+    ServeConfig {
+        listen,
+        database_url: db.to_str().unwrap().to_string(),
+        tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
+        tls: None,
+        insecure_http: false,
+        audit_interval: Duration::from_millis(100),
+        sync,
+        joins: None,
+    }
+}
+
+/// Waits until `url` answers at all (our own server starting on a port we chose: nothing to
+/// watch, so it is tried until it answers).
+async fn wait_up(
+    client: &reqwest::Client,
+    url: &str,
+    server: &tokio::task::JoinHandle<Result<(), kstack_inventory::Error>>,
+) {
+    for _ in 0..200 {
+        if client.get(url).send().await.is_ok() {
+            return;
+        }
+        assert!(!server.is_finished(), "server stopped");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("server did not answer at {url}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_over_http_with_audit() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("inv.db");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let sync = Arc::new(RecordingSync::default());
-    let config = ServeConfig {
-        listen: ([127, 0, 0, 1], port).into(),
-        database_url: db.to_str().unwrap().to_string(),
-        tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
-        audit_interval: Duration::from_millis(100),
-        sync: sync.clone(),
-        joins: None,
-    };
-    let server = tokio::spawn(serve(config));
+    let server = tokio::spawn(serve(config(
+        ([127, 0, 0, 1], port).into(),
+        &db,
+        sync.clone(),
+    )));
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-
-    let mut up = false;
-    for _ in 0..100 {
-        if client
-            .get(format!("{base}/openapi.json"))
-            .send()
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "server did not start: {:?}", server.is_finished());
+    wait_up(&client, &format!("{base}/openapi.json"), &server).await;
     assert!(db.exists(), "SQLite file not created");
 
     let r = client
@@ -97,4 +116,161 @@ async fn serve_over_http_with_audit() {
     }
     assert!(audited, "periodic audit never synced the host");
     server.abort();
+}
+
+/// Plain HTTP on an address other hosts reach is refused before anything starts, saying what
+/// to do; `insecure_http` allows it (behind a proxy that terminates TLS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_on_a_network_address_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inv.db");
+    let sync = Arc::new(RecordingSync::default());
+    let port = free_port();
+    for ip in [[0, 0, 0, 0], [10, 1, 2, 3]] {
+        let err = tokio::time::timeout(
+            Duration::from_secs(10),
+            serve(config((ip, port).into(), &db, sync.clone())),
+        )
+        .await
+        .expect("serve must refuse at once, not listen")
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("plain HTTP")
+                && err.contains("--tls-cert")
+                && err.contains("--insecure-http"),
+            "{err}"
+        );
+    }
+    assert!(!db.exists(), "nothing may start before the refusal");
+
+    let mut allowed = config(([0, 0, 0, 0], port).into(), &db, sync);
+    allowed.insecure_http = true;
+    let server = tokio::spawn(serve(allowed));
+    wait_up(
+        &reqwest::Client::new(),
+        &format!("http://127.0.0.1:{port}/openapi.json"),
+        &server,
+    )
+    .await;
+    server.abort();
+}
+
+fn https_client(ca_pem: &[u8]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// With a certificate and key the service speaks HTTPS (and only HTTPS) on any address; when
+/// the files change it serves the new certificate without a restart, and a broken pair never
+/// replaces a working one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_certificate_that_is_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inv.db");
+    let first = TestPki::new(&dir.path().join("pki"), "first");
+    let port = free_port();
+    let mut c = config(
+        ([127, 0, 0, 1], port).into(),
+        &db,
+        Arc::new(RecordingSync::default()),
+    );
+    let mut tls = first.tls_config();
+    tls.reload_interval = Duration::from_millis(100);
+    c.tls = Some(tls);
+    let server = tokio::spawn(serve(c));
+    let base = format!("https://127.0.0.1:{port}");
+    let trusts_first = https_client(&first.ca_pem());
+    wait_up(&trusts_first, &format!("{base}/openapi.json"), &server).await;
+
+    let r = trusts_first
+        .get(format!("{base}/v1/ihosts"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"ihosts": []}));
+    // No plain HTTP on the same port.
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/v1/ihosts"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.as_ref().unwrap().status().is_success(),
+        "plain HTTP answered: {plain:?}"
+    );
+    // A client that does not trust the CA refuses the service.
+    let other = TestPki::new(&dir.path().join("other"), "other");
+    let trusts_other = https_client(&other.ca_pem());
+    assert!(
+        trusts_other
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .is_err()
+    );
+
+    // A broken pair in place of the certificate: still the first one served.
+    std::fs::write(&first.cert, "not a certificate").unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        https_client(&first.ca_pem())
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .is_ok(),
+        "a broken certificate file replaced the working one"
+    );
+
+    // The renewed pair (another CA's): served without a restart.
+    std::fs::copy(&other.key, &first.key).unwrap();
+    std::fs::copy(&other.cert, &first.cert).unwrap();
+    let mut reloaded = false;
+    for _ in 0..100 {
+        // New connections each time: an open connection keeps its certificate.
+        let fresh = https_client(&other.ca_pem());
+        if fresh
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .is_ok()
+        {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reloaded, "the renewed certificate was never served");
+    assert!(
+        https_client(&first.ca_pem())
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .is_err(),
+        "the old certificate is still served"
+    );
+    server.abort();
+}
+
+/// A certificate that does not load stops `serve` before it listens, naming the file.
+#[tokio::test]
+async fn a_bad_certificate_stops_serve_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inv.db");
+    let pki = TestPki::new(&dir.path().join("pki"), "bad");
+    std::fs::write(&pki.cert, "garbage").unwrap();
+    let mut c = config(
+        ([127, 0, 0, 1], free_port()).into(),
+        &db,
+        Arc::new(RecordingSync::default()),
+    );
+    c.tls = Some(pki.tls_config());
+    let err = serve(c).await.unwrap_err().to_string();
+    assert!(err.contains("bad-tls.crt"), "{err}");
+    assert!(!db.exists(), "nothing may start before the refusal");
 }

@@ -1,16 +1,18 @@
 //! The host inventory: `kstack inventory serve` runs the service; the `host-*` commands talk to it.
 //!
 //! Client commands find the service at `--url` (default `$KSTACK_INVENTORY_URL`, else
-//! http://127.0.0.1:6385) and authenticate with `--token` (default `$KSTACK_INVENTORY_TOKEN`).
+//! http://127.0.0.1:6385), trust the CA in `--ca-file` (default `$KSTACK_INVENTORY_CA_FILE`)
+//! for an https URL, and authenticate with `--token` (default `$KSTACK_INVENTORY_TOKEN`).
 //! A host is named by hostname or UUID.
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kstack_inventory::model::{Host, HostList, Label, LabelList, SyncState};
-use kstack_inventory::{ServeConfig, Tokens};
+use kstack_inventory::{ServeConfig, TlsConfig, Tokens};
 use serde_json::json;
 
 use super::InputError;
@@ -37,6 +39,10 @@ pub struct Client {
         global = true
     )]
     token: Option<String>,
+    /// PEM file of the CA that signed the service's certificate (for an https --url whose
+    /// certificate the system does not already trust).
+    #[arg(long, env = "KSTACK_INVENTORY_CA_FILE", global = true)]
+    ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -125,9 +131,11 @@ pub enum InventoryCommand {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Serve {
-    /// Run the inventory service.
+    /// Run the inventory service. It serves HTTPS with --tls-cert and --tls-key (reloaded when
+    /// the files change), else plain HTTP, which it allows only on a loopback address unless
+    /// --insecure-http is given.
     #[command(
-        after_help = "Example:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db\n\nThe tokens file (mode 0600 or stricter) has one `TOKEN: ROLE` per line, ROLE admin or reader,\neach TOKEN at least 32 characters (`openssl rand -hex 32`). A file it refuses exits 2."
+        after_help = "Examples:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --listen 0.0.0.0:6385 --tls-cert /etc/kstack/tls.crt --tls-key /etc/kstack/tls.key\n\nThe tokens file (mode 0600 or stricter) has one `TOKEN: ROLE` per line, ROLE admin or reader,\neach TOKEN at least 32 characters (`openssl rand -hex 32`).\n\nExit codes: 2 for a bad tokens file, TLS files or listen address, 1 for other failures."
     )]
     Serve {
         #[arg(long, default_value = "127.0.0.1:6385")]
@@ -142,6 +150,16 @@ pub enum Serve {
         /// YAML map of bearer token to role (admin or reader); readable by its owner only.
         #[arg(long)]
         tokens: std::path::PathBuf,
+        /// PEM certificate (then intermediates) to serve HTTPS with.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Allow plain HTTP on a non-loopback address: bearer tokens then cross the network in
+        /// clear. Only behind a proxy that terminates TLS.
+        #[arg(long, conflicts_with = "tls_cert")]
+        insecure_http: bool,
         /// Kubeconfig of the cluster whose nodes follow the inventory (default: like kubectl).
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: Option<String>,
@@ -174,13 +192,19 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     listen,
                     database,
                     tokens,
+                    tls_cert,
+                    tls_key,
+                    insecure_http,
                     kubeconfig,
                     audit_interval,
                     no_node_sync,
                 },
         } => {
-            // A refused tokens file is bad input: exit 2.
             let tokens = Tokens::load(&tokens).map_err(|e| InputError(e.to_string()))?;
+            let tls = tls_cert
+                .zip(tls_key)
+                .map(|(cert, key)| TlsConfig::new(cert, key));
+            let scheme = if tls.is_some() { "https" } else { "http" };
             let (sync, joins): (Arc<dyn kstack_inventory::NodeSync>, _) = if no_node_sync {
                 eprintln!("kstack inventory: node sync disabled; no cluster is changed");
                 (Arc::new(kstack_inventory::NoNodeSync), None)
@@ -195,17 +219,24 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     Some(joins),
                 )
             };
-            eprintln!("kstack inventory: listening on http://{listen}");
-            kstack_inventory::serve(ServeConfig {
+            let config = ServeConfig {
                 listen,
                 database_url: database,
                 tokens,
+                tls,
+                insecure_http,
                 audit_interval: Duration::from_secs(audit_interval),
                 sync,
                 joins,
-            })
-            .await?;
-            Ok(())
+            };
+            eprintln!("kstack inventory: listening on {scheme}://{listen}");
+            match kstack_inventory::serve(config).await {
+                // Bad settings or files: exit 2, like other bad input.
+                Err(e @ kstack_inventory::Error::Config(_)) => {
+                    Err(InputError(e.to_string()).into())
+                }
+                other => Ok(other?),
+            }
         }
         InventoryCommand::HostAdd {
             hostname,
@@ -377,16 +408,37 @@ async fn call<T: serde::de::DeserializeOwned>(
         .as_deref()
         .context("no inventory token: pass --token or set KSTACK_INVENTORY_TOKEN")?;
     let url = format!("{}{path}", client.url.trim_end_matches('/'));
-    let mut req = reqwest::Client::new()
+    let mut builder = reqwest::Client::builder();
+    if let Some(ca) = &client.ca_file {
+        let pem = std::fs::read(ca).with_context(|| format!("reading CA file {}", ca.display()))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .with_context(|| format!("{}: not a PEM certificate", ca.display()))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    let mut req = builder
+        .build()
+        .context("building the HTTP client")?
         .request(method, &url)
         .bearer_auth(token);
     if let Some(body) = body {
         req = req.json(&body);
     }
-    let resp = req
-        .send()
-        .await
-        .with_context(|| format!("could not reach the inventory service at {}", client.url))?;
+    let resp = req.send().await.map_err(|e| {
+        // reqwest's top-level message hides the cause (a TLS certificate the client does not
+        // trust, a refused connection); show the whole chain.
+        let mut msg = format!("could not reach the inventory service at {}", client.url);
+        let mut source: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = source {
+            msg.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        if client.url.starts_with("https://") && client.ca_file.is_none() {
+            msg.push_str(
+                " (if the service's certificate is signed by your own CA, pass --ca-file)",
+            );
+        }
+        anyhow::anyhow!(msg)
+    })?;
     let status = resp.status();
     let text = resp.text().await?;
     if !status.is_success() {
