@@ -209,17 +209,27 @@ pause_image() {
   rm -rf "$w"
 }
 
-# Imports an image archive (hack/images.sh's output) unless this very archive was imported
-# before: the directory is named by the hash of the images' inputs, so a rebuild under the same
-# tags is imported again.
+# "REF DIGEST" of the archive's images as the node's containerd has them now, sorted.
+archive_images_in_store() { # archive_images_in_store DIR
+  ctr -a "$SOCK" -n k8s.io images ls 2>/dev/null | tail -n +2 \
+    | awk 'NR == FNR { want[$1] = 1; next } ($1 in want) { print $1, $3 }' "$1/images.txt" - | sort
+}
+
+# Imports an image archive (hack/images.sh's output) unless the store still holds exactly what
+# importing it gave: the marker (named by the directory, the hash of the images' inputs) keeps
+# every image's digest, so images removed since (a full disk, a garbage collection) or tags
+# moved by another archive are imported again.
 import_images() { # import_images DIR_WITH_images.tar_AND_images.txt
   local d=$1 mark
   [ -f "$d/images.tar" ] && [ -f "$d/images.txt" ] || die "no image archive in $d (build it with: kstack dev images)"
   mark=$CTR_ROOT/kstack-imported/$(basename "$(cd "$d" && pwd)")
-  [ -f "$mark" ] && return 0
+  if [ -f "$mark" ] && [ "$(archive_images_in_store "$d" | wc -l)" -eq "$(wc -l <"$d/images.txt")" ] \
+      && archive_images_in_store "$d" | cmp -s - "$mark"; then
+    return 0
+  fi
   say "importing $(wc -l <"$d/images.txt") images from $d into the real node's containerd"
   ctr -a "$SOCK" -n k8s.io images import "$d/images.tar" >/dev/null
-  mkdir -p "$(dirname "$mark")" && date -u +%FT%TZ >"$mark"
+  mkdir -p "$(dirname "$mark")" && archive_images_in_store "$d" >"$mark"
 }
 
 kubelet_up() {
