@@ -609,12 +609,12 @@ fn mariadb_health_check_logs_in_as_the_monitor_user_with_a_password_from_a_secre
 
 // ---- Hosts without KVM or the OVS kernel module ----------------------------------------------
 
-/// The plain env of the long-running container `container` of the Kubernetes workload `name`.
-fn workload_env(
+/// The long-running container `container` of the Kubernetes workload `name`.
+fn workload_container(
     r: &kstack_render::Rendered,
     name: &str,
     container: &str,
-) -> BTreeMap<String, String> {
+) -> kstack_k8s::api::core::v1::Container {
     let template = r
         .objects
         .iter()
@@ -631,18 +631,39 @@ fn workload_env(
             _ => None,
         })
         .unwrap_or_else(|| panic!("no workload {name}"));
-    let c = template
+    template
         .spec
         .unwrap()
         .containers
         .into_iter()
         .find(|c| c.name == container)
-        .unwrap_or_else(|| panic!("no container {container} in {name}"));
-    c.env
+        .unwrap_or_else(|| panic!("no container {container} in {name}"))
+}
+
+/// The plain env of the long-running container `container` of the Kubernetes workload `name`.
+fn workload_env(
+    r: &kstack_render::Rendered,
+    name: &str,
+    container: &str,
+) -> BTreeMap<String, String> {
+    workload_container(r, name, container)
+        .env
         .into_iter()
         .flatten()
         .filter_map(|e| Some((e.name, e.value?)))
         .collect()
+}
+
+/// The command of a container's postStart exec hook, if any.
+fn post_start(c: &kstack_k8s::api::core::v1::Container) -> Option<Vec<String>> {
+    c.lifecycle
+        .as_ref()?
+        .post_start
+        .as_ref()?
+        .exec
+        .as_ref()?
+        .command
+        .clone()
 }
 
 /// An INI file's `key = value` lines under `[section]`.
@@ -753,24 +774,12 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
         vswitchd.post_start,
         ["/bin/bash", "/var/lib/kolla/config_files/ovs-bridges.sh"]
     );
-    let hook = r
-        .objects
-        .iter()
-        .find_map(|o| match o {
-            Object::DaemonSet(d) if d.metadata.name.as_deref() == Some("openvswitch-vswitchd") => {
-                d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
-                    .lifecycle
-                    .as_ref()?
-                    .post_start
-                    .as_ref()?
-                    .exec
-                    .as_ref()?
-                    .command
-                    .clone()
-            }
-            _ => None,
-        })
-        .expect("a postStart hook on vswitchd");
+    let hook = post_start(&workload_container(
+        &r,
+        "openvswitch-vswitchd",
+        "openvswitch-vswitchd",
+    ))
+    .expect("a postStart hook on vswitchd");
     assert_eq!(hook, vswitchd.post_start);
     // Only vswitchd skips its start script.
     let env = workload_env(&r, "openvswitch-db-server", "openvswitch-db-server");
@@ -883,29 +892,9 @@ fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
         "{sasl}"
     );
     let r = kubernetes::render(&config).unwrap();
-    let Some(Object::DaemonSet(ds)) = r
-        .objects
-        .iter()
-        .find(|o| o.kind() == "DaemonSet" && o.name() == "nova-libvirt")
-    else {
-        panic!("no nova-libvirt DaemonSet")
-    };
-    let c = &ds
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0];
-    let hook = c
-        .lifecycle
-        .as_ref()
-        .and_then(|l| l.post_start.as_ref())
-        .and_then(|h| h.exec.as_ref());
+    let c = &workload_container(&r, "nova-libvirt", "nova-libvirt");
     assert_eq!(
-        hook.and_then(|e| e.command.clone()).unwrap_or_default(),
+        post_start(c).unwrap_or_default(),
         [
             "/bin/bash",
             "/var/lib/kolla/config_files/libvirt-sasl-user.sh"
@@ -995,22 +984,7 @@ fn qemu_limits_are_settings_a_host_that_cannot_raise_limits_sets_to_zero() {
 #[test]
 fn a_slow_health_check_on_a_busy_node_restarts_nothing_before_it_is_unready_for_minutes() {
     let r = kubernetes::render(&config(Globals::default())).unwrap();
-    let Some(Object::StatefulSet(sts)) = r
-        .objects
-        .iter()
-        .find(|o| o.kind() == "StatefulSet" && o.name() == "rabbitmq")
-    else {
-        panic!("no rabbitmq StatefulSet")
-    };
-    let c = &sts
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0];
+    let c = &workload_container(&r, "rabbitmq", "rabbitmq");
     let ready = c.readiness_probe.as_ref().unwrap();
     let live = c.liveness_probe.as_ref().unwrap();
     // On the real node under load, healthcheck_rabbitmq (six Erlang CLI runs) took up to
