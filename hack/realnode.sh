@@ -197,6 +197,12 @@ state = "$CTR_STATE"
 TOML
   start containerd "$CONTAINERD" --config "$R/containerd.toml"
   wait_until "containerd" 30 containerd ctr -a "$SOCK" version
+  # The socket answers before the CRI service has initialized, and a kubelet started in that
+  # window exits at once ("server is not initialized yet"). containerd 1.6 and 1.7 log this line
+  # right before the CRI service starts serving; kubelet_ready also restarts a kubelet that met
+  # that window.
+  wait_until "containerd's CRI service" 30 containerd grep -q "Start streaming server" "$R/logs/containerd.log" \
+    || say "warning: containerd never logged that its CRI service started; going on"
 }
 
 pause_image() {
@@ -267,8 +273,28 @@ registerNode: true
 KY
   labels="kubernetes.io/os=linux,kstack.io/real-node=true"
   for role in control compute network storage; do labels="$labels,${ROLE_PREFIX}$role=true"; done
+  KUBELET_LABELS=$labels
+  kubelet_start
+}
+
+kubelet_start() {
   start kubelet "$BIN/kubelet" --config="$R/kubelet.yaml" --kubeconfig="$R/kubelet.kubeconfig" \
-    --root-dir="$R/kubelet" --hostname-override="$NODE" --node-ip="$NODE_IP" --node-labels="$labels" --v=1
+    --root-dir="$R/kubelet" --hostname-override="$NODE" --node-ip="$NODE_IP" --node-labels="$KUBELET_LABELS" --v=1
+}
+
+# Waits for the node to be Ready. A kubelet that exited because containerd's CRI service was
+# not initialized yet is started again (three times at most); any other exit fails.
+kubelet_ready() {
+  local tries=0 ready
+  ready="'$BIN/kubectl' --kubeconfig='$DIR/kubeconfig' get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  until wait_until "node $NODE to be Ready" 120 kubelet bash -c "$ready"; do
+    alive kubelet && return 1
+    grep -q "server is not initialized yet" "$R/logs/kubelet.log" && [ $tries -lt 3 ] || return 1
+    tries=$((tries + 1))
+    say "containerd's CRI service was not ready yet; starting the kubelet again ($tries of 3)"
+    sleep 2
+    kubelet_start
+  done
 }
 
 proxy_up() {
@@ -360,8 +386,7 @@ cmd_up() {
   kubelet_up
   proxy_up
   volumes
-  wait_until "node $NODE to be Ready" 120 kubelet bash -c \
-    "'$BIN/kubectl' --kubeconfig='$DIR/kubeconfig' get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  kubelet_ready
   trap - ERR INT TERM
   say "real node $NODE Ready in $((SECONDS - t0))s (node IP $NODE_IP, role labels ${ROLE_PREFIX}*; logs in $R/logs)"
 }
