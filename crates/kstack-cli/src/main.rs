@@ -24,6 +24,8 @@ mod cmd;
 #[derive(Debug, Parser)]
 #[command(name = "kstack", version, propagate_version = true)]
 struct Cli {
+    #[command(flatten)]
+    global: cmd::config::GlobalArgs,
     #[command(subcommand)]
     command: cmd::Command,
 }
@@ -36,7 +38,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    cli.command.set_config_dir(&cli.global.config_dir);
     match cmd::run(cli.command) {
         Ok(code) => code,
         Err(err) => {

@@ -9,11 +9,23 @@ use anyhow::Context;
 use kstack_config::{Diag, fs, genpwd, passwords, templates};
 
 /// Where the config directory is: `--config-dir`, else $KSTACK_CONFIG_DIR, else /etc/kstack.
-#[derive(Debug, clap::Args)]
+///
+/// `--config-dir` is a global option (before or after the sub-command, like kubectl's flags):
+/// it is parsed by [`GlobalArgs`] and copied into every command's `ConfigDir` by
+/// [`super::Command::set_config_dir`].
+#[derive(Debug, Default, clap::Args)]
 pub struct ConfigDir {
+    #[arg(skip)]
+    pub config_dir: PathBuf,
+}
+
+/// Options every command takes, before or after the sub-command.
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
     /// The config directory holding globals.yml, passwords.yml and config/.
     #[arg(
         long,
+        global = true,
         env = "KSTACK_CONFIG_DIR",
         default_value = "/etc/kstack",
         value_name = "DIR"
@@ -49,6 +61,15 @@ pub enum ConfigCommand {
         #[command(flatten)]
         dir_opt: ConfigDir,
     },
+}
+
+impl ConfigCommand {
+    pub(super) fn set_config_dir(&mut self, dir: &std::path::Path) {
+        let (ConfigCommand::Init { dir_opt, .. }
+        | ConfigCommand::Genpwd { dir_opt }
+        | ConfigCommand::Validate { dir_opt }) = self;
+        dir_opt.config_dir = dir.to_owned();
+    }
 }
 
 pub fn run(command: ConfigCommand) -> anyhow::Result<ExitCode> {

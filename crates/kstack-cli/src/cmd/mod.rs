@@ -39,6 +39,28 @@ pub enum Command {
     Verify(verify::Args),
 }
 
+impl Command {
+    /// Gives every command the global `--config-dir` ([`config::GlobalArgs`]).
+    pub fn set_config_dir(&mut self, dir: &std::path::Path) {
+        use catalog::CatalogCommand as C;
+        use deploy::DeployCommand as D;
+        let slot = match self {
+            Command::Config(c) => return c.set_config_dir(dir),
+            Command::Catalog(C::Services(a)) => &mut a.catalog.dir,
+            Command::Catalog(C::Graph(a)) => &mut a.catalog.dir,
+            Command::Template(a) => &mut a.config,
+            Command::Deploy(D::Deploy(a)) => &mut a.target.config,
+            Command::Deploy(D::Plan(a)) => &mut a.target.config,
+            Command::Deploy(D::Status(a)) => &mut a.target.config,
+            Command::Deploy(D::History(a)) => &mut a.target.config,
+            Command::Deploy(D::Rollback(a)) => &mut a.target.config,
+            Command::Verify(a) => &mut a.target.config,
+            Command::Dev(_) | Command::Inventory(_) => return,
+        };
+        slot.config_dir = dir.to_owned();
+    }
+}
+
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Dev(args) => dev::run(args),
