@@ -52,6 +52,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         }
         | CatalogIssue::BadOwner {
             service, container, ..
+        }
+        | CatalogIssue::BadStopSignal {
+            service, container, ..
         } => (service, Some(container)),
     };
     let field = match issue {
@@ -61,7 +64,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::PhaseOrder { .. } => format!("services.{service}.bootstrap"),
         CatalogIssue::NoContainers { .. }
         | CatalogIssue::UnknownFact { .. }
-        | CatalogIssue::BadOwner { .. } => format!("services.{service}.containers"),
+        | CatalogIssue::BadOwner { .. }
+        | CatalogIssue::BadStopSignal { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };
     let mut line = 0;

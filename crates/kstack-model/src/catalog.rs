@@ -152,9 +152,19 @@ pub struct Container {
     /// `/var/lib/kolla/config_files/<template>` by then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub post_start: Vec<String>,
+    /// The signal that stops the container's process gracefully: it stops accepting, finishes
+    /// the requests it is serving, then exits (Apache: `WINCH`). Without it the process gets
+    /// SIGTERM, which stops Apache at once. On Kubernetes the pod's `preStop` hook sends it to
+    /// the image's init (which passes it on) after the drain sleep and waits for the exit;
+    /// Compose gets `stop_signal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
 }
+
+/// Signals a catalog's `stop_signal` may name.
+pub const STOP_SIGNALS: &[&str] = &["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "WINCH"];
 
 /// Env that a container gets when the globals variable `var` equals `equals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -508,6 +518,14 @@ pub enum CatalogIssue {
         path: String,
         owner: String,
     },
+    #[error(
+        "service `{service}`, container `{container}`: `stop_signal: {signal}` is not one of TERM, INT, QUIT, HUP, USR1, USR2, WINCH (without `SIG`)"
+    )]
+    BadStopSignal {
+        service: String,
+        container: String,
+        signal: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -628,6 +646,15 @@ impl Catalog {
                             message: e.to_string(),
                         });
                     }
+                }
+                if let Some(sig) = &c.stop_signal
+                    && !STOP_SIGNALS.contains(&sig.as_str())
+                {
+                    issues.push(CatalogIssue::BadStopSignal {
+                        service: name.clone(),
+                        container: c.name.clone(),
+                        signal: sig.clone(),
+                    });
                 }
                 for p in &c.permissions {
                     let ok = p

@@ -119,6 +119,9 @@ pub struct ComposeService {
     /// Commands run in the container after it starts (the catalog's `post_start`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub post_start: Vec<Hook>,
+    /// The graceful stop signal (the catalog's `stop_signal`, e.g. `SIGWINCH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub depends_on: BTreeMap<String, Dependency>,
     pub labels: BTreeMap<String, String>,
@@ -494,6 +497,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                         command: c.post_start.iter().map(|a| literal(a)).collect(),
                     }]
                 },
+                stop_signal: c.stop_signal.as_ref().map(|s| format!("SIG{s}")),
                 depends_on: waits.clone(),
                 labels: SingleNode::labels(name, "server"),
                 ..Default::default()

@@ -832,15 +832,32 @@ impl Renderer<'_> {
                     .collect()
             });
             // A Deployment's serving pod drains before it stops (see DRAIN_SECS).
-            let pre_stop =
-                (ports.is_some() && service.kind == WorkloadKind::Deployment).then(|| {
-                    LifecycleHandler {
-                        sleep: Some(SleepAction {
-                            seconds: DRAIN_SECS,
-                        }),
-                        ..Default::default()
-                    }
-                });
+            // With a graceful stop signal, the hook sends it after the drain to PID 1 (the
+            // image's dumb-init, which passes it on) and waits until the process has finished
+            // what it serves and exited (the pod's grace period bounds the wait).
+            let drains = ports.is_some() && service.kind == WorkloadKind::Deployment;
+            let pre_stop = match (&c.stop_signal, drains) {
+                (Some(sig), _) => Some(LifecycleHandler {
+                    exec: Some(ExecAction {
+                        command: Some(vec![
+                            "/bin/sh".into(),
+                            "-c".into(),
+                            format!(
+                                "sleep {}; kill -{sig} 1; while kill -0 1 2>/dev/null; do sleep 1; done",
+                                if drains { DRAIN_SECS } else { 0 }
+                            ),
+                        ]),
+                    }),
+                    ..Default::default()
+                }),
+                (None, true) => Some(LifecycleHandler {
+                    sleep: Some(SleepAction {
+                        seconds: DRAIN_SECS,
+                    }),
+                    ..Default::default()
+                }),
+                (None, false) => None,
+            };
             let post_start = (!c.post_start.is_empty()).then(|| LifecycleHandler {
                 exec: Some(ExecAction {
                     command: Some(c.post_start.clone()),
