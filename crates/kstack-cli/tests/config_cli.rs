@@ -154,3 +154,45 @@ fn refused_override_links_exit_2() {
         std::fs::remove_file(dir.join(link)).unwrap();
     }
 }
+
+#[test]
+fn config_dir_works_before_or_after_the_sub_command_and_refused_settings_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    assert!(kstack(&["--config-dir", d, "genpwd"]).status.success());
+    let globals = dir.join("globals.yml");
+    let starter = std::fs::read_to_string(&globals).unwrap();
+    std::fs::write(
+        &globals,
+        format!("{starter}\nopenstack_region_name: \"{{{{ 'Lab' | upper }}}}\"\n"),
+    )
+    .unwrap();
+    for args in [
+        vec!["--config-dir", d, "template", "--service", "keystone"],
+        vec!["template", "--config-dir", d, "--service", "keystone"],
+    ] {
+        let out = kstack(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        // The Jinja value was evaluated before rendering.
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("--bootstrap-region-id LAB"),
+            "{args:?}"
+        );
+    }
+
+    std::fs::write(
+        &globals,
+        format!("{starter}\nneutron_plugin_agent: \"ovn\"\n"),
+    )
+    .unwrap();
+    let out = kstack(&["--config-dir", d, "validate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("neutron_plugin_agent") && stderr.contains("OVN"),
+        "{stderr}"
+    );
+}

@@ -9,6 +9,7 @@ pub mod catalog;
 mod diagnostic;
 pub mod fs;
 pub mod genpwd;
+pub mod jinja;
 mod load;
 pub mod overrides;
 pub mod passwords;

@@ -2,13 +2,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kstack_model::catalog::Catalog;
-use kstack_model::globals::{Globals, known_keys};
+use kstack_model::globals::{Globals, defaults, known_keys};
+use kstack_model::settings;
+use serde_json::Value;
 
 use crate::catalog::{self as cat, CATALOG_FILE};
 
 use crate::diagnostic::{Diag, Severity};
-use crate::passwords::{self, Passwords};
-use crate::yaml::{parse_entries, span_of};
+use crate::jinja::{self, Origin, Source};
+use crate::passwords::{self, Passwords, Secret};
+use crate::yaml::{Entry, parse_entries, span_of};
 
 /// File name of the deployment description inside the config directory.
 pub const GLOBALS_FILE: &str = "globals.yml";
@@ -93,18 +96,152 @@ fn utf8<'a>(file: &str, bytes: &'a [u8], diags: &mut Vec<Diag>) -> Option<&'a st
     }
 }
 
-/// Parses and types globals.yml, returning the globals (if valid) and its diagnostics.
+/// Parses, evaluates and types globals.yml, returning the globals (if valid) and its
+/// diagnostics.
 pub fn load_globals(text: &str) -> (Option<Globals>, Vec<Diag>) {
+    let (g, d, _) = load_globals_with(text, None);
+    (g, d)
+}
+
+/// Evaluates the Jinja of globals.yml's entries and, when given, of passwords.yml's values
+/// ([`crate::jinja`]). Returns every user variable's value and the evaluation errors.
+fn evaluate(
+    entries: &[Entry],
+    passwords: Option<(&Passwords, &passwords::Locations)>,
+) -> (BTreeMap<String, Value>, Vec<Diag>) {
+    let mut sources = BTreeMap::new();
+    for (k, v) in jinja::KOLLA_DEFAULTS {
+        sources.insert(
+            (*k).to_owned(),
+            Source {
+                value: Value::String((*v).to_owned()),
+                origin: Origin::KollaDefault,
+            },
+        );
+    }
+    for (k, v) in defaults() {
+        sources.insert(
+            k,
+            Source {
+                value: v,
+                origin: Origin::KstackDefault,
+            },
+        );
+    }
+    for e in entries {
+        // `key:` with nothing after it means "not set": the default stays.
+        if e.value.is_null() && sources.contains_key(&e.key) {
+            continue;
+        }
+        sources.insert(
+            e.key.clone(),
+            Source {
+                value: e.value.clone(),
+                origin: Origin::Globals {
+                    line: e.value_loc.line() as usize,
+                    column: e.value_loc.column() as usize,
+                },
+            },
+        );
+    }
+    // kolla-ansible passes passwords.yml after globals.yml: a name in both is the password.
+    if let Some((p, locations)) = passwords {
+        for (k, secret) in &p.entries {
+            if let Secret::Value(v) = secret {
+                let (line, column) = locations.get(k).copied().unwrap_or((0, 0));
+                sources.insert(
+                    k.clone(),
+                    Source {
+                        value: Value::String(v.clone()),
+                        origin: Origin::Passwords {
+                            line: line as usize,
+                            column: column as usize,
+                        },
+                    },
+                );
+            }
+        }
+    }
+    let (values, errors) = jinja::evaluate(sources);
+    let diags = errors
+        .into_iter()
+        .map(|e| {
+            let (file, line, column) = match e.origin {
+                Origin::Passwords { line, column } => (passwords::FILE, line, column),
+                Origin::Globals { line, column } => (GLOBALS_FILE, line, column),
+                _ => (GLOBALS_FILE, 0, 0),
+            };
+            Diag::new(Severity::Error, file, e.message())
+                .at(line as u64, column as u64)
+                .field(e.key.clone())
+                .help(e.help())
+        })
+        .collect();
+    (values, diags)
+}
+
+/// [`load_globals`], evaluating passwords.yml's values as well when they are given; returns
+/// the evaluated passwords.yml values too (empty when evaluation failed).
+fn load_globals_with(
+    text: &str,
+    passwords: Option<(&Passwords, &passwords::Locations)>,
+) -> (Option<Globals>, Vec<Diag>, BTreeMap<String, Value>) {
     let entries = match parse_entries(GLOBALS_FILE, text, false) {
         Ok(e) => e,
-        Err(d) => return (None, d),
+        Err(d) => return (None, d, BTreeMap::new()),
     };
+    let (evaluated, eval_diags) = evaluate(&entries, passwords);
+    let failed: BTreeSet<String> = eval_diags
+        .iter()
+        .filter(|d| d.file == GLOBALS_FILE)
+        .filter_map(|d| d.field.clone())
+        .collect();
+    let (g, mut diags) = type_globals(text, &entries, &evaluated, &failed);
+    diags.extend(eval_diags);
+    diags.sort_by(|a, b| {
+        (a.file != GLOBALS_FILE, a.line, a.column).cmp(&(b.file != GLOBALS_FILE, b.line, b.column))
+    });
+    (g, diags, evaluated)
+}
+
+/// Types the evaluated globals.yml entries. The variables in `failed` could not be evaluated
+/// (their errors are reported already): the others are still typed, so that every problem is
+/// reported at once, but no globals are returned.
+fn type_globals(
+    text: &str,
+    entries: &[Entry],
+    evaluated: &BTreeMap<String, Value>,
+    failed: &BTreeSet<String>,
+) -> (Option<Globals>, Vec<Diag>) {
     let known = known_keys();
     let mut diags = Vec::new();
     let mut vars = BTreeMap::new();
     let mut where_ = HashMap::new();
-    for e in &entries {
-        if !known.contains(&e.key) && !e.key.ends_with("_tag") {
+    for e in entries {
+        if failed.contains(&e.key) {
+            continue;
+        }
+        let value = evaluated.get(&e.key).unwrap_or(&e.value);
+        if let Some(note) = settings::check(&e.key, value) {
+            let (severity, loc) = if note.refused {
+                (Severity::Error, &e.value_loc)
+            } else {
+                (Severity::Warning, &e.key_loc)
+            };
+            let mut d = Diag::new(severity, GLOBALS_FILE, note.message.clone())
+                .at(loc.line(), loc.column())
+                .field(e.key.clone())
+                .help(note.help);
+            if note.refused
+                && let Some(span) = span_of(loc)
+            {
+                d = d.snippet(text, span, note.message);
+            }
+            diags.push(d);
+        } else if !known.contains(&e.key)
+            && !e.key.ends_with("_tag")
+            && settings::lookup(&e.key).is_none()
+        {
             diags.push(
                 Diag::new(Severity::Warning, GLOBALS_FILE, "kstack does not interpret this variable; templates can still read it")
                     .at(e.key_loc.line(), e.key_loc.column())
@@ -112,13 +249,15 @@ pub fn load_globals(text: &str) -> (Option<Globals>, Vec<Diag>) {
                     .help("check the spelling if you meant a kstack variable (see `kstack init` for the list)"),
             );
         }
-        vars.insert(e.key.clone(), e.value.clone());
+        vars.insert(e.key.clone(), value.clone());
         where_.insert(e.key.clone(), e);
     }
+    let refused = diags.iter().any(Diag::is_error);
     match Globals::from_vars(&vars) {
-        Ok(g) => (Some(g), diags),
+        Ok(g) if failed.is_empty() && !refused => (Some(g), diags),
+        Ok(_) => (None, diags),
         Err(issues) => {
-            for issue in issues {
+            for issue in issues.into_iter().filter(|i| !failed.contains(&i.key)) {
                 let field = match &issue.subpath {
                     Some(sub) => format!("{}.{sub}", issue.key),
                     None => issue.key.clone(),
@@ -144,6 +283,25 @@ pub fn load_globals(text: &str) -> (Option<Globals>, Vec<Diag>) {
 pub fn load(sources: &Sources) -> Loaded {
     let mut diags = Vec::new();
     let mut globals_text: Option<&str> = None;
+    let mut pw_diags = Vec::new();
+    let mut passwords = match &sources.passwords {
+        None => {
+            pw_diags.push(
+                Diag::new(Severity::Error, passwords::FILE, "the file does not exist")
+                    .help("run `kstack init <dir>` and then `kstack genpwd`"),
+            );
+            None
+        }
+        Some(bytes) => utf8(passwords::FILE, bytes, &mut pw_diags).and_then(|text| {
+            match passwords::parse_located(text) {
+                Ok(p) => Some(p),
+                Err(d) => {
+                    pw_diags.extend(d);
+                    None
+                }
+            }
+        }),
+    };
     let globals = match &sources.globals {
         None => {
             diags.push(
@@ -154,29 +312,20 @@ pub fn load(sources: &Sources) -> Loaded {
         }
         Some(bytes) => utf8(GLOBALS_FILE, bytes, &mut diags).and_then(|text| {
             globals_text = Some(text);
-            let (g, d) = load_globals(text);
+            let pw = passwords.as_ref().map(|(p, l)| (p, l));
+            let (g, d, evaluated) = load_globals_with(text, pw);
+            let pw_failed = d.iter().any(|d| d.file == passwords::FILE);
             diags.extend(d);
+            if pw_failed {
+                passwords = None;
+            } else if let Some((p, locations)) = passwords.as_mut() {
+                pw_diags.extend(passwords::set_evaluated(p, &evaluated, locations));
+            }
             g
         }),
     };
-    let passwords = match &sources.passwords {
-        None => {
-            diags.push(
-                Diag::new(Severity::Error, passwords::FILE, "the file does not exist")
-                    .help("run `kstack init <dir>` and then `kstack genpwd`"),
-            );
-            None
-        }
-        Some(bytes) => {
-            utf8(passwords::FILE, bytes, &mut diags).and_then(|text| match passwords::parse(text) {
-                Ok(p) => Some(p),
-                Err(d) => {
-                    diags.extend(d);
-                    None
-                }
-            })
-        }
-    };
+    diags.append(&mut pw_diags);
+    let passwords = passwords.map(|(p, _)| p);
     if let (Some(g), Some(p)) = (&globals, &passwords) {
         let missing = passwords::missing_required(g, p);
         if !missing.is_empty() {

@@ -271,12 +271,23 @@ fn control_character(key: &str, value: &str, line: u64, column: u64) -> Diag {
     .help(help)
 }
 
-/// Parses passwords.yml. Errors never contain the file text or a value.
+/// Parses passwords.yml. Errors never contain the file text or a value. Values are taken as
+/// written; [`crate::load`] also evaluates their Jinja expressions.
 pub fn parse(text: &str) -> Result<Passwords, Vec<Diag>> {
+    parse_located(text).map(|(p, _)| p)
+}
+
+/// Where each entry's value starts: line and column.
+pub(crate) type Locations = BTreeMap<String, (u64, u64)>;
+
+/// [`parse`], with the location of each value.
+pub(crate) fn parse_located(text: &str) -> Result<(Passwords, Locations), Vec<Diag>> {
     let entries = parse_entries(FILE, text, true)?;
     let mut diags = Vec::new();
     let mut out = Passwords::default();
+    let mut locations = Locations::new();
     for e in entries {
+        locations.insert(e.key.clone(), (e.value_loc.line(), e.value_loc.column()));
         let err = |msg: String, help: String| {
             Diag::new(Severity::Error, FILE, msg)
                 .at(e.value_loc.line(), e.value_loc.column())
@@ -354,10 +365,36 @@ pub fn parse(text: &str) -> Result<Passwords, Vec<Diag>> {
         out.entries.insert(e.key.clone(), secret);
     }
     if diags.is_empty() {
-        Ok(out)
+        Ok((out, locations))
     } else {
         Err(diags)
     }
+}
+
+/// Replaces the values that held Jinja with their evaluated values, refusing results that hold
+/// a control character (the same rule as for values written directly).
+pub(crate) fn set_evaluated(
+    passwords: &mut Passwords,
+    evaluated: &BTreeMap<String, Value>,
+    locations: &Locations,
+) -> Vec<Diag> {
+    let mut diags = Vec::new();
+    for (key, secret) in passwords.entries.iter_mut() {
+        let Secret::Value(v) = secret else { continue };
+        if !crate::jinja::is_template(v) {
+            continue;
+        }
+        let Some(Value::String(new)) = evaluated.get(key) else {
+            continue;
+        };
+        let (line, column) = locations.get(key).copied().unwrap_or((0, 0));
+        if new.chars().any(char::is_control) {
+            diags.push(control_character(key, new, line, column));
+        } else {
+            *v = new.clone();
+        }
+    }
+    diags
 }
 
 /// Keys needed by the enabled services that are missing or empty, sorted, without duplicates.

@@ -17,7 +17,9 @@ fn unmodified_kolla_ansible_globals_loads_with_warnings_only() {
     let g = globals.expect("an unmodified kolla-ansible globals.yml must load");
     assert!(diags.iter().all(|d| !d.is_error()));
     let warned: Vec<_> = diags.iter().map(|d| d.field.clone().unwrap()).collect();
-    assert_eq!(warned, ["neutron_plugin_agent", "enable_haproxy"]);
+    // `neutron_plugin_agent: openvswitch` is what kstack builds; `enable_haproxy` has no
+    // effect on Kubernetes.
+    assert_eq!(warned, ["enable_haproxy"]);
     assert_eq!(
         g.image_ref("keystone", "keystone"),
         "quay.io/openstack.kolla/keystone:2025.1-ubuntu-noble"
@@ -203,4 +205,107 @@ fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let out = render_plain(&loaded.diagnostics);
     assert!(!out.contains("Sup3rSecret"), "{out}");
     insta::assert_snapshot!(out);
+}
+
+const JINJA_GLOBALS: &str = include_str!("fixtures/kolla-ansible-globals-jinja.yml");
+
+#[test]
+fn a_kolla_ansible_globals_with_jinja_values_loads() {
+    let mut passwords: String = kstack_config::testing::passwords_yml(1)
+        .lines()
+        .filter(|l| {
+            !l.starts_with("database_password:") && !l.starts_with("keystone_admin_password:")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    passwords.push_str("database_password: \"db-{{ openstack_region_name | lower }}\"\nkeystone_admin_password: \"{{ database_password }}x\"\n");
+    let loaded = load(&sources(JINJA_GLOBALS, &passwords));
+    let out = render_plain(&loaded.diagnostics);
+    assert!(!loaded.diagnostics.iter().any(|d| d.is_error()), "{out}");
+    let c = loaded.config.expect("loads");
+    let g = &c.globals;
+    assert_eq!(g.kolla_internal_vip_address.as_deref(), Some("192.0.2.10"));
+    assert_eq!(g.public_host().as_deref(), Some("cloud.example.com"));
+    assert_eq!(g.openstack_region_name, "lab-1");
+    assert_eq!(g.openstack_tag, "2025.1-debian-bookworm");
+    assert!(g.is_enabled("keystone") && g.is_enabled("nova") && !g.is_enabled("cinder"));
+    assert_eq!(g.vars["openstack_logging_debug"], true);
+    assert_eq!(c.passwords.get("database_password"), Some("db-lab-1"));
+    assert_eq!(
+        c.passwords.get("keystone_admin_password"),
+        Some("db-lab-1x")
+    );
+    // Warnings only for what has no effect on Kubernetes.
+    let warned: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .map(|d| d.field.clone().unwrap())
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            "kolla_external_vip_interface",
+            "api_interface",
+            "tunnel_interface",
+            "enable_haproxy",
+            "enable_fluentd"
+        ]
+    );
+}
+
+#[test]
+fn jinja_errors_name_file_line_variable_and_chain() {
+    let text = "---\nopenstack_region_name: \"{{ region_base }}-1\"\npublic: \"{{ kolla_external_fqdn }}\"\na: \"{{ b }}\"\nb: \"{{ a }}\"\nleak: \"{{ database_password }}\"\n";
+    let loaded = load(&sources(
+        text,
+        "database_password: Sup3rSecret\nrabbitmq_password: \"{{ hidden_name }}\"\n",
+    ));
+    assert!(loaded.config.is_none());
+    let found: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.file.clone(), d.field.clone().unwrap(), d.line))
+        .collect();
+    let want = [
+        ("globals.yml", "openstack_region_name", 2),
+        ("globals.yml", "public", 3),
+        ("globals.yml", "a", 4),
+        ("globals.yml", "leak", 6),
+        ("passwords.yml", "rabbitmq_password", 2),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(f, k, l)| (f.to_string(), k.to_string(), *l))
+        .collect();
+    assert_eq!(found, want);
+    let out = render_plain(&loaded.diagnostics);
+    assert!(
+        !out.contains("Sup3rSecret") && !out.contains("hidden_name"),
+        "{out}"
+    );
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn refused_settings_are_errors_naming_the_setting_and_why() {
+    let text = "---\nneutron_plugin_agent: ovn\nkolla_enable_tls_external: \"yes\"\nglance_backend_ceph: \"{{ 'yes' }}\"\nenable_octavia: true\nenable_cinder: \"yes\"\nenable_haproxy: \"yes\"\n";
+    let (globals, diags) = load_globals(text);
+    assert!(globals.is_none());
+    let errors: Vec<_> = diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.field.clone().unwrap(), d.line))
+        .collect();
+    let want: Vec<(String, u64)> = [
+        ("neutron_plugin_agent", 2),
+        ("kolla_enable_tls_external", 3),
+        ("glance_backend_ceph", 4),
+        ("enable_octavia", 5),
+    ]
+    .iter()
+    .map(|(k, l)| (k.to_string(), *l))
+    .collect();
+    assert_eq!(errors, want);
+    insta::assert_snapshot!(render_plain(&diags));
 }

@@ -147,6 +147,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("kstack_role_label_prefix", "kstack.io/role-"),
         ("nova_compute_virt_type", "kvm"),
         ("ovs_datapath", "system"),
+        ("openstack_logging_debug", "False"),
     ] {
         m.insert(k.to_owned(), s(v));
     }
@@ -611,6 +612,19 @@ impl Globals {
             }
         }
         t.one_of("ovs_datapath", OVS_DATAPATHS);
+        t.bool("openstack_logging_debug");
+        for key in ["kolla_external_fqdn", "kolla_external_vip_address"] {
+            if let Some(h) = t.opt_string(key)
+                && let Err(why) = crate::names::host(&h)
+            {
+                t.issue(
+                    key,
+                    None,
+                    format!("{} is not a host name or address: {why}", quoted(&h)),
+                    "write the DNS name or IP address clients use for the public endpoints, e.g. `cloud.example.com`".into(),
+                );
+            }
+        }
         let kolla_internal_vip_address = t.opt_string("kolla_internal_vip_address");
         let kubernetes_namespace = t.string("kubernetes_namespace");
         let role_label_prefix = t.string("kstack_role_label_prefix");
@@ -967,6 +981,24 @@ impl Globals {
             Some(Value::Number(n)) => n.to_string(),
             _ => self.openstack_tag.clone(),
         }
+    }
+
+    /// The host of the public endpoints: `kolla_external_fqdn`, else
+    /// `kolla_external_vip_address` (IPv6 in brackets), else `None` (public endpoints are the
+    /// internal ones).
+    pub fn public_host(&self) -> Option<String> {
+        ["kolla_external_fqdn", "kolla_external_vip_address"]
+            .iter()
+            .find_map(|k| {
+                self.vars
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            })
+            .map(|h| match h.parse::<std::net::Ipv6Addr>() {
+                Ok(_) => format!("[{h}]"),
+                Err(_) => h.to_owned(),
+            })
     }
 
     /// The image reference `[registry/]namespace/prefix<image>:<tag>` for an image of a service,

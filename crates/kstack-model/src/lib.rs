@@ -5,3 +5,4 @@ pub mod distro;
 pub mod globals;
 pub mod graph;
 pub mod names;
+pub mod settings;

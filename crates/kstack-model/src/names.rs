@@ -122,6 +122,30 @@ pub fn name_prefix(s: &str) -> Result<(), String> {
     repository_path(&format!("{s}a"))
 }
 
+/// A host for a URL: an IPv4 or IPv6 address, or a DNS name (letters, digits and `-` in parts
+/// separated by `.`, at most 253 characters).
+pub fn host(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    if s.contains("://") {
+        return Err("it is a URL; write only the host name or address".into());
+    }
+    if s.len() > 253 {
+        return Err("a host name is at most 253 characters".into());
+    }
+    registry(s).and_then(|()| {
+        if s.contains(['/', ':', '[']) {
+            Err("write only the host name or address, without a port or path".into())
+        } else {
+            Ok(())
+        }
+    })
+}
+
 /// A registry: `host[:port]`, optionally followed by a path (`quay.io`, `10.0.0.5:4000`,
 /// `[fd00::1]:5000`, `registry.example.com/mirror`).
 pub fn registry(s: &str) -> Result<(), String> {

@@ -514,26 +514,6 @@ pub fn container_secret_env<'a>(
         .collect()
 }
 
-/// A globals.yml value (JSON data model) as a template value.
-fn json_value(v: &serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::from(()),
-        serde_json::Value::Bool(b) => Value::from(*b),
-        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => Value::from(i),
-            (_, Some(u), _) => Value::from(u),
-            (_, _, f) => Value::from(f.unwrap_or_default()),
-        },
-        serde_json::Value::String(s) => Value::from(s.as_str()),
-        serde_json::Value::Array(a) => Value::from(a.iter().map(json_value).collect::<Vec<_>>()),
-        serde_json::Value::Object(o) => Value::from(
-            o.iter()
-                .map(|(k, v)| (k.clone(), json_value(v)))
-                .collect::<BTreeMap<String, Value>>(),
-        ),
-    }
-}
-
 /// A port of a catalog service by name, or `default` when the catalog does not declare it.
 fn port(catalog: &Catalog, service: &str, name: &str, default: u16) -> u16 {
     catalog
@@ -567,7 +547,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let mut m: BTreeMap<String, Value> = BTreeMap::new();
     let mut secret: BTreeMap<String, Arc<str>> = BTreeMap::new();
     for (k, v) in &g.vars {
-        m.insert(k.clone(), json_value(v));
+        m.insert(k.clone(), kstack_config::jinja::to_jinja(v));
     }
     for k in config.passwords.entries.keys() {
         if let Some(v) = config.passwords.get(k) {
@@ -588,6 +568,13 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(2);
     set("api_workers", Value::from(workers));
+    // `openstack_logging_debug` (typed when globals.yml was loaded).
+    let debug = g
+        .vars
+        .get("openstack_logging_debug")
+        .and_then(kstack_model::globals::parse_bool)
+        .unwrap_or(false);
+    set("debug", Value::from(if debug { "true" } else { "false" }));
     set(
         "enabled_services",
         Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
@@ -668,8 +655,16 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         "keystone_internal_url",
         Value::from(url("keystone", ks_port)),
     );
-    // No external address is modelled yet: the public URL is the internal one.
-    set("keystone_public_url", Value::from(url("keystone", ks_port)));
+    // Public endpoints: on `kolla_external_fqdn` / `kolla_external_vip_address` when set,
+    // else the internal ones.
+    let public_url = |service: &str, port: u16| match g.public_host() {
+        Some(h) => format!("http://{h}:{port}"),
+        None => url(service, port),
+    };
+    set(
+        "keystone_public_url",
+        Value::from(public_url("keystone", ks_port)),
+    );
     let glance_port = port(c, "glance-api", "api", 9292);
     set("glance_port", Value::from(glance_port));
     set(
@@ -696,7 +691,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         "nova_novncproxy_base_url",
         Value::from(format!(
             "{}/vnc_lite.html",
-            url("nova-novncproxy", vnc_port)
+            public_url("nova-novncproxy", vnc_port)
         )),
     );
     set(

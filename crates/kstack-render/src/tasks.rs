@@ -138,6 +138,24 @@ pub fn keystone_url(config: &Config, target: Target) -> String {
     service_url(config, target, "keystone", "api", 5000)
 }
 
+/// The public URL of a service's port: on `kolla_external_fqdn` / `kolla_external_vip_address`
+/// when set ([`kstack_model::globals::Globals::public_host`]), else its internal URL.
+fn public_url(
+    config: &Config,
+    target: Target,
+    service: &str,
+    port_name: &str,
+    default_port: u16,
+) -> String {
+    match config.globals.public_host() {
+        Some(h) => format!(
+            "http://{h}:{}",
+            port_of(config, service, port_name, default_port)
+        ),
+        None => service_url(config, target, service, port_name, default_port),
+    }
+}
+
 /// The task of `service` (named `name`) for `target`. `files` are the rendered config files
 /// of that target ([`crate::files::render_files`]).
 pub fn task_spec(
@@ -317,6 +335,7 @@ pub fn task_spec(
             // keystone container's config; the admin password is env from passwords.yml.
             password(config, name, &t.name, "keystone_admin_password")?;
             let url = keystone_url(config, target);
+            let public = public_url(config, target, "keystone", "api", 5000);
             let command: Vec<String> = [
                 "keystone-manage",
                 "bootstrap",
@@ -333,7 +352,7 @@ pub fn task_spec(
                 "--bootstrap-internal-url",
                 &url,
                 "--bootstrap-public-url",
-                &url,
+                &public,
             ]
             .iter()
             .map(|w| (*w).to_owned())
@@ -400,8 +419,12 @@ pub fn task_spec(
             );
             for e in endpoints {
                 let url = format!("http://{host}:{}{}", e.port, e.path);
-                for iface in ["internal", "public"] {
-                    script.push_str(&format!("endpoint {iface} {}\n", shell_word(&url)));
+                let public = match g.public_host() {
+                    Some(h) => format!("http://{h}:{}{}", e.port, e.path),
+                    None => url.clone(),
+                };
+                for (iface, url) in [("internal", &url), ("public", &public)] {
+                    script.push_str(&format!("endpoint {iface} {}\n", shell_word(url)));
                 }
             }
             script.push_str(&format!(

@@ -1000,3 +1000,136 @@ fn a_slow_health_check_on_a_busy_node_restarts_nothing_before_it_is_unready_for_
     );
     assert_eq!(live.exec, ready.exec);
 }
+
+/// The command of a container's preStop exec hook, if any.
+fn pre_stop(c: &kstack_k8s::api::core::v1::Container) -> Option<Vec<String>> {
+    c.lifecycle
+        .as_ref()?
+        .pre_stop
+        .as_ref()?
+        .exec
+        .as_ref()?
+        .command
+        .clone()
+}
+
+#[test]
+fn apache_services_stop_gracefully_after_the_drain_and_others_only_drain() {
+    let config = config(Globals::default());
+    let r = kubernetes::render(&config).unwrap();
+    let b = compose::render(&config).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap();
+    for (service, container) in [
+        ("keystone", "keystone"),
+        ("horizon", "horizon"),
+        ("heat-api", "heat-api"),
+    ] {
+        let c = workload_container(&r, service, container);
+        let hook = pre_stop(&c).unwrap_or_else(|| panic!("{service}: no preStop exec"));
+        let script = hook.last().unwrap();
+        // The drain comes first, then Apache's graceful stop, then the wait for its exit.
+        let drain = script.find("sleep 5").expect("drains");
+        let signal = script.find("kill -WINCH 1").expect("graceful stop");
+        let wait = script.find("while kill -0 1").expect("waits");
+        assert!(drain < signal && signal < wait, "{service}: {script}");
+        assert_eq!(
+            doc["services"][service]["stop_signal"], "SIGWINCH",
+            "{service}"
+        );
+    }
+    // uWSGI and eventlet services keep the plain drain.
+    let c = workload_container(&r, "nova-api", "nova-api");
+    assert_eq!(pre_stop(&c), None);
+    let sleep = c.lifecycle.unwrap().pre_stop.unwrap().sleep.unwrap();
+    assert_eq!(sleep.seconds, 5);
+    assert!(doc["services"]["nova-api"].get("stop_signal").is_none());
+}
+
+#[test]
+fn a_stop_signal_that_is_not_one_is_refused_by_the_catalog() {
+    let mut catalog = kstack_model::catalog::Catalog::builtin().unwrap();
+    let keystone = catalog.services.get_mut("keystone").unwrap();
+    keystone.containers[0].stop_signal = Some("SIGWINCH".into());
+    let err = catalog.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("stop_signal: SIGWINCH") && err.contains("without `SIG`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn public_endpoints_follow_the_external_fqdn_and_debug_follows_the_logging_setting() {
+    // Default: public endpoints are the internal Service URLs; debug off.
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let nova = file(&files, "nova-compute", "nova.conf");
+    assert_eq!(
+        ini_value(nova, "vnc", "novncproxy_base_url").as_deref(),
+        Some("http://nova-novncproxy.openstack.svc:6080/vnc_lite.html")
+    );
+    assert_eq!(
+        ini_value(nova, "DEFAULT", "debug").as_deref(),
+        Some("false")
+    );
+
+    let config = self::config(globals_with(serde_json::json!({
+        "kolla_external_fqdn": "cloud.example.com",
+        "openstack_logging_debug": "yes",
+    })));
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let nova = file(&files, "nova-compute", "nova.conf");
+    assert_eq!(
+        ini_value(nova, "vnc", "novncproxy_base_url").as_deref(),
+        Some("http://cloud.example.com:6080/vnc_lite.html")
+    );
+    for (c, f) in [
+        ("nova-compute", "nova.conf"),
+        ("keystone", "keystone.conf"),
+        ("glance-api", "glance-api.conf"),
+        ("neutron-server", "neutron.conf"),
+    ] {
+        assert_eq!(
+            ini_value(file(&files, c, f), "DEFAULT", "debug").as_deref(),
+            Some("true"),
+            "{c}"
+        );
+    }
+    // Services still authenticate inside the cluster.
+    assert_eq!(
+        ini_value(
+            file(&files, "glance-api", "glance-api.conf"),
+            "keystone_authtoken",
+            "www_authenticate_uri"
+        )
+        .as_deref(),
+        Some("http://keystone.openstack.svc:5000")
+    );
+    // Keystone's own endpoints and every registered service's public endpoint.
+    let tasks = install_order(&config, &["keystone", "glance-api"]);
+    let bootstrap = tasks
+        .iter()
+        .filter_map(|(_, _, spec)| spec.args.as_ref().map(|a| a.join(" ")))
+        .find(|a| a.contains("--bootstrap-public-url"))
+        .expect("a keystone task runs keystone-manage bootstrap");
+    assert!(
+        bootstrap.contains("--bootstrap-public-url http://cloud.example.com:5000")
+            && bootstrap.contains("--bootstrap-internal-url http://keystone.openstack.svc:5000"),
+        "{bootstrap}"
+    );
+    let register = tasks
+        .iter()
+        .filter(|(s, _, _)| s == "glance-api")
+        .flat_map(|(_, _, spec)| spec.files.iter())
+        .find(|f| f.name == "run.sh" && f.content.contains("openstack endpoint create"))
+        .expect("glance registers its endpoints");
+    assert!(
+        register
+            .content
+            .contains("endpoint public http://cloud.example.com:9292")
+            && register
+                .content
+                .contains("endpoint internal http://glance-api.openstack.svc:9292"),
+        "{}",
+        register.content
+    );
+}
