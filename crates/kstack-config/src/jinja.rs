@@ -117,6 +117,9 @@ const ANSIBLE_ONLY: &[&str] = &[
     "play_hosts",
 ];
 
+/// How many variables deep a reference may go (each level is a nested template evaluation).
+const MAX_DEPTH: usize = 64;
+
 /// Where a variable's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -297,6 +300,18 @@ impl Evaluator {
             let mut st = self.lock();
             if let Some(v) = st.done.get(name) {
                 return Ok(v.clone());
+            }
+            if st.stack.len() >= MAX_DEPTH {
+                if st.failure.is_none() {
+                    let stack = st.stack.clone();
+                    st.failure = Some((
+                        stack,
+                        Problem::Invalid(format!(
+                            "the variables refer to each other more than {MAX_DEPTH} deep"
+                        )),
+                    ));
+                }
+                return Err(());
             }
             if let Some(pos) = st.stack.iter().position(|s| s == name) {
                 if st.failure.is_none() {
@@ -790,6 +805,27 @@ mod tests {
         assert!(
             e.message()
                 .contains("`kolla_external_fqdn` → `kolla_external_vip_address`")
+        );
+    }
+
+    #[test]
+    fn a_very_long_chain_of_references_is_an_error_not_a_stack_overflow() {
+        let names: Vec<String> = (0..5000).map(|i| format!("v{i}")).collect();
+        let vars: Vec<(&str, Value, Origin)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let next = names.get(i + 1).map_or("'end'".to_owned(), Clone::clone);
+                (n.as_str(), json!(format!("{{{{ {next} }}}}")), g(i + 1))
+            })
+            .collect();
+        let (_, errors) = run(&vars);
+        assert!(!errors.is_empty());
+        assert!(
+            errors
+                .iter()
+                .all(|e| e.message().contains("more than 64 deep")),
+            "{errors:?}"
         );
     }
 
