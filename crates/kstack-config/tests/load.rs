@@ -244,6 +244,7 @@ fn a_kolla_ansible_globals_with_jinja_values_loads() {
     assert_eq!(
         warned,
         [
+            "kolla_internal_fqdn",
             "kolla_external_vip_interface",
             "api_interface",
             "tunnel_interface",

@@ -43,6 +43,12 @@ impl TestPki {
         std::fs::write(&pki.ca, ca.pem()).expect("write CA");
         std::fs::write(&pki.cert, cert.pem()).expect("write certificate");
         std::fs::write(&pki.key, key.serialize_pem()).expect("write key");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&pki.key, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod the key");
+        }
         pki
     }
 

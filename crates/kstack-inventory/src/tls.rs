@@ -51,7 +51,9 @@ impl TlsConfig {
             std::fs::read(path)
                 .map_err(|e| Error::Config(format!("TLS {what} {}: {e}", path.display())))
         };
-        Ok((read("certificate", &self.cert)?, read("key", &self.key)?))
+        let cert = read("certificate", &self.cert)?;
+        check_key_mode(&self.key)?;
+        Ok((cert, read("key", &self.key)?))
     }
 
     fn server_config(&self, cert: &[u8], key: &[u8]) -> Result<rustls::ServerConfig, Error> {
@@ -143,6 +145,31 @@ impl TlsConfig {
     }
 }
 
+/// Refuses a private key file that others may read or that group or others may change
+/// (a group that may read it, such as Debian's `ssl-cert`, is fine).
+#[cfg(unix)]
+fn check_key_mode(path: &std::path::Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(()); // reading it says why
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o027 != 0 {
+        return Err(Error::Config(format!(
+            "TLS key {shown} can be read by others or changed by group or others (mode {mode:04o}); \
+             it is the service's private key: run `chmod 600 {shown}` (or 640 for a group that \
+             must read it)",
+            shown = path.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_key_mode(_path: &std::path::Path) -> Result<(), Error> {
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +185,7 @@ mod tests {
 
         std::fs::write(&cert, "not a certificate\n").unwrap();
         std::fs::write(&key, "SECRET-KEY-MATERIAL\n").unwrap();
+        key_mode(&key, 0o600);
         let (cb, kb) = c.read().unwrap();
         let err = c.server_config(&cb, &kb).unwrap_err().to_string();
         assert!(err.contains("no CERTIFICATE block"), "{err}");
@@ -181,5 +209,35 @@ mod tests {
         std::fs::write(&key, signed.signing_key.serialize_pem()).unwrap();
         let (cb, kb) = c.read().unwrap();
         assert!(c.server_config(&cb, &kb).is_ok());
+    }
+
+    fn key_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_key_others_may_read_is_refused_and_a_group_readable_one_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("tls.crt");
+        let key = dir.path().join("tls.key");
+        let signed = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        std::fs::write(&cert, signed.cert.pem()).unwrap();
+        std::fs::write(&key, signed.signing_key.serialize_pem()).unwrap();
+        let c = TlsConfig::new(&cert, &key);
+        for mode in [0o644, 0o604, 0o660, 0o606] {
+            key_mode(&key, mode);
+            let err = c.load().err().expect("refused").to_string();
+            assert!(
+                err.contains("tls.key")
+                    && err.contains(&format!("(mode {mode:04o})"))
+                    && err.contains("chmod 600"),
+                "{err}"
+            );
+        }
+        for mode in [0o600, 0o640, 0o400] {
+            key_mode(&key, mode);
+            assert!(c.load().is_ok(), "{mode:o}");
+        }
     }
 }

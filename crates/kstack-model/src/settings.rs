@@ -106,9 +106,9 @@ pub const SETTINGS: &[Setting] = &[
         "kolla_external_fqdn",
         "public endpoints are registered on this name (default: `kolla_external_vip_address`)",
     ),
-    honoured(
+    meaningless(
         "kolla_internal_fqdn",
-        "accepted for references from other values; internal endpoints are the Services' cluster DNS names",
+        "internal endpoints are the Services' cluster DNS names (`<service>.<namespace>.svc`)",
     ),
     honoured(
         "openstack_logging_debug",
@@ -298,6 +298,32 @@ mod tests {
             let note = check(key, &bad).unwrap_or_else(|| panic!("{key}: {bad} must be refused"));
             assert!(note.refused, "{key}");
             assert!(note.message.contains("refuses"), "{}", note.message);
+        }
+    }
+
+    #[test]
+    fn every_refused_setting_accepts_its_value_and_refuses_the_other() {
+        for s in SETTINGS {
+            let Treatment::RefusedUnless(accepts) = s.treatment else {
+                continue;
+            };
+            let key = s.name.replace('*', "anything");
+            let (ok, bad) = match accepts {
+                Accepts::False => (json!("no"), json!("yes")),
+                Accepts::True => (json!("yes"), json!("no")),
+                Accepts::Exactly(v) => (json!(v), json!(format!("not-{v}"))),
+            };
+            assert_eq!(check(&key, &ok), None, "{key}: {ok}");
+            let note = check(&key, &bad).unwrap_or_else(|| panic!("{key}: {bad} must be refused"));
+            assert!(
+                note.refused && note.message.contains(s.why),
+                "{key}: {note:?}"
+            );
+            assert!(
+                note.help.contains(&accepts.describe()),
+                "{key}: {}",
+                note.help
+            );
         }
     }
 
