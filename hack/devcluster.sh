@@ -5,7 +5,11 @@
 # hack/realnode.sh) where pods run as real containers.
 #
 #   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0]
-#   devcluster.sh down | status | kubeconfig
+#   devcluster.sh down [--purge] | status | kubeconfig
+#
+# The cluster's data (etcd, the real node's volumes) outlives `down` and `up`: `up` restarts only
+# the components that do not answer their health endpoint and reuses the data it finds; only
+# `down --purge` deletes it.
 #
 # Role labels: simulated nodes carry <prefix><role>=true ($KSTACK_ROLE_LABEL_PREFIX, default
 # kstack.io/role-). The real node carries every role: under the same prefix when there are no
@@ -35,18 +39,36 @@ alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-stop_all() {
-  local c p
-  KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down
-  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    p=$(pid_of "$c")
-    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-      kill "$p" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$p" 2>/dev/null || true
-    fi
-    rm -f "$DIR/pids/$c"
-  done
+# healthy NAME: the component answers its health endpoint (a live PID alone is not enough: an
+# API server that is shutting down still has one).
+healthy() {
+  local P=$DIR/pki
+  case "$1" in
+    etcd) curl -sf -m 3 "http://127.0.0.1:$ETCD/health" >/dev/null 2>&1;;
+    kube-apiserver) curl -sf -m 3 --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
+      "https://127.0.0.1:$API/readyz" >/dev/null 2>&1;;
+    kube-controller-manager) curl -skf -m 3 "https://127.0.0.1:$KCM/healthz" >/dev/null 2>&1;;
+    kube-scheduler) curl -skf -m 3 "https://127.0.0.1:$SCHED/healthz" >/dev/null 2>&1;;
+    kwok) curl -sf -m 3 "http://127.0.0.1:$KWOKP/healthz" >/dev/null 2>&1;;
+    *) return 1;;
+  esac
+}
+
+stop_one() {
+  local p; p=$(pid_of "$1")
+  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    kill "$p" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$DIR/pids/$1"
+}
+
+stop_all() { # stop_all [--purge]: stops every process; --purge also deletes the cluster's data
+  local c
+  KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down "$@"
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$c"; done
+  if [ "${1:-}" = --purge ]; then rm -rf "$DIR/etcd-data"; fi
 }
 
 start() { # start NAME BINARY ARGS...: runs in the background, logs to $DIR/logs/NAME.log
@@ -180,27 +202,61 @@ cmd_up() {
   for n in $(tr ',' '\n' <<<"$spec" | cut -d= -f2); do [[ "$n" =~ ^[0-9]+$ ]] && total=$((total + n)); done
   [ "$total" -le 1000 ] || die "at most 1000 simulated nodes are supported, asked for $total"
 
-  if alive kube-apiserver; then say "already running"; echo "$KCFG"; return 0; fi
-  stop_all # clears leftovers of a crashed run
+  local c all=1
+  for c in $COMPONENTS; do healthy "$c" || all=0; done
+  if [ $all = 1 ] && { [ "$real" = 0 ] || KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; }; then
+    say "already running"; echo "$KCFG"; return 0
+  fi
+  # What is down (or does not answer) is started again; what answers is left alone.
+  local down=""
+  for c in $COMPONENTS; do
+    healthy "$c" && continue
+    if alive "$c"; then
+      # Still starting or shutting down: give it a moment to settle either way.
+      for _ in $(seq 1 50); do healthy "$c" && break; alive "$c" || break; sleep 0.2; done
+      healthy "$c" && continue
+      stop_one "$c"
+    fi
+    rm -f "$DIR/pids/$c"
+    down="$down $c"
+  done
   # Before anything starts: a real node that cannot start says what is missing.
-  [ "$real" = 0 ] || KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" preflight || exit 1
-  for p in $API $ETCD $PEER $KCM $SCHED $KWOKP; do
-    port_in_use "$p" && die "port 127.0.0.1:$p is already in use; stop what holds it or pick other ports with KSTACK_DEV_PORT_BASE=<port>"
+  if [ "$real" = 1 ] && ! KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; then
+    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down
+    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" preflight || exit 1
+  fi
+  local port_of_etcd=$ETCD,$PEER port_of_apiserver=$API port_of_kcm=$KCM port_of_sched=$SCHED port_of_kwok=$KWOKP
+  for c in $down; do
+    local ports
+    case "$c" in
+      etcd) ports=$port_of_etcd;; kube-apiserver) ports=$port_of_apiserver;;
+      kube-controller-manager) ports=$port_of_kcm;; kube-scheduler) ports=$port_of_sched;; kwok) ports=$port_of_kwok;;
+    esac
+    for p in ${ports//,/ }; do
+      port_in_use "$p" && die "port 127.0.0.1:$p is already in use; stop what holds it or pick other ports with KSTACK_DEV_PORT_BASE=<port>"
+    done
   done
   local BIN
   BIN=$(bash "$HERE/build-k8s.sh") || die "building the control plane failed (see above)"
   mkdir -p "$DIR/logs" "$DIR/pids"
-  rm -rf "$DIR/etcd-data"
+  echo "$real" >"$DIR/real-nodes"
   pki; kubeconfig; stages "$BIN"
   trap 'say "interrupted; stopping"; stop_all; exit 1' INT TERM
   local P=$DIR/pki t0=$SECONDS
+  if [ -d "$DIR/etcd-data/member" ]; then
+    say "reusing the cluster's data in $DIR/etcd-data (kstack dev down --purge deletes it)"
+  fi
+  [ -z "$down" ] || [ "$down" = " $COMPONENTS" ] || say "starting again what did not answer:$down"
 
+  case "$down" in *" etcd"*)
   start etcd "$BIN/etcd" --name=kstack --data-dir="$DIR/etcd-data" --unsafe-no-fsync \
     --listen-client-urls="http://127.0.0.1:$ETCD" --advertise-client-urls="http://127.0.0.1:$ETCD" \
     --listen-peer-urls="http://127.0.0.1:$PEER" --initial-advertise-peer-urls="http://127.0.0.1:$PEER" \
-    --initial-cluster="kstack=http://127.0.0.1:$PEER" --listen-metrics-urls="" --log-level=warn
+    --initial-cluster="kstack=http://127.0.0.1:$PEER" --listen-metrics-urls="" --log-level=warn;;
+  esac
   wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD/health"
 
+  case "$down" in *" kube-apiserver"*)
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD" \
     --bind-address=127.0.0.1 --secure-port="$API" --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
     --cert-dir="$P" --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
@@ -211,20 +267,28 @@ cmd_up() {
     --disable-admission-plugins=ServiceAccount \
     --kubelet-preferred-address-types=InternalIP \
     --kubelet-client-certificate="$P/admin.crt" --kubelet-client-key="$P/admin.key" \
-    --default-not-ready-toleration-seconds=10 --default-unreachable-toleration-seconds=10
+    --default-not-ready-toleration-seconds=10 --default-unreachable-toleration-seconds=10;;
+  esac
   wait_for kube-apiserver 90 "$BIN/kubectl" --kubeconfig="$KCFG" get --raw /readyz
 
+  case "$down" in *" kube-controller-manager"*)
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KCFG" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port="$KCM" --service-account-private-key-file="$P/sa.key" \
     --root-ca-file="$P/ca.crt" --use-service-account-credentials=false --node-monitor-grace-period=40s \
     --concurrent-deployment-syncs=20 --concurrent-replicaset-syncs=20 --concurrent-job-syncs=20 \
-    --kube-api-qps=200 --kube-api-burst=400
+    --kube-api-qps=200 --kube-api-burst=400;;
+  esac
+  case "$down" in *" kube-scheduler"*)
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KCFG" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port="$SCHED" --kube-api-qps=200 --kube-api-burst=400
+    --bind-address=127.0.0.1 --secure-port="$SCHED" --kube-api-qps=200 --kube-api-burst=400;;
+  esac
+  case "$down" in *" kwok"*)
   start kwok "$BIN/kwok" --kubeconfig="$KCFG" --config="$DIR/kwok.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-name=localhost \
-    --node-port="$KWOKP" --server-address="127.0.0.1:$KWOKP"
+    --node-port="$KWOKP" --server-address="127.0.0.1:$KWOKP";;
+  esac
+  wait_for "every control plane component to answer" 60 bash -c "$(declare -f healthy); DIR='$DIR' API=$API ETCD=$ETCD KCM=$KCM SCHED=$SCHED KWOKP=$KWOKP; for c in $COMPONENTS; do healthy \$c || exit 1; done"
 
   wait_for "the default namespace" 60 "$BIN/kubectl" --kubeconfig="$KCFG" get namespace default
   nodes_yaml "$spec" >"$DIR/nodes.yaml"
@@ -243,7 +307,7 @@ reclaimPolicy: Delete
 SC
   wait_for "$total nodes to be Ready" 300 bash -c \
     "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers -l type=kwok 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
-  if [ "$real" = 1 ]; then
+  if [ "$real" = 1 ] && ! KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; then
     local real_prefix=$ROLE_PREFIX
     [ "$total" -eq 0 ] || real_prefix=${KSTACK_DEV_REAL_ROLE_PREFIX:-kstack.io/real-role-}
     KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" up "$BIN" "$real_prefix" || { stop_all; exit 1; }
@@ -256,18 +320,27 @@ SC
 cmd_status() {
   local c rc=0
   for c in $COMPONENTS; do
-    if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
+    if healthy "$c"; then printf '%-24s running, answering (pid %s)\n' "$c" "$(pid_of "$c")"
+    elif alive "$c"; then printf '%-24s running but not answering its health check (pid %s)\n' "$c" "$(pid_of "$c")"; rc=3
+    else printf '%-24s stopped\n' "$c"; rc=3; fi
   done
-  KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status || rc=3
+  if [ "$(cat "$DIR/real-nodes" 2>/dev/null)" = 1 ]; then
+    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status || rc=3
+  fi
   [ -f "$KCFG" ] && printf '%-24s %s\n' kubeconfig "$KCFG"
   return $rc
 }
 
 case "${1:-}" in
   up) shift; cmd_up "$@";;
-  down) stop_all; rm -rf "$DIR/etcd-data"; say "stopped";;
+  down) shift
+    case "${1:-}" in
+      "") stop_all; say "stopped; the cluster's data is kept for the next \`kstack dev up\` (\`kstack dev down --purge\` deletes it)";;
+      --purge) stop_all --purge; say "stopped; the cluster's data is deleted";;
+      *) die "unknown option '$1' (usage: kstack dev down [--purge])";;
+    esac;;
   status) cmd_status;;
   kubeconfig) [ -f "$KCFG" ] || die "no local cluster has been started (run: kstack dev up)"; echo "$KCFG";;
   import) shift; KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" import "$@";;
-  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0] | down | status | kubeconfig | import DIR...";;
+  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0] | down [--purge] | status | kubeconfig | import DIR...";;
 esac

@@ -447,13 +447,16 @@ cmd_down() {
   ip route del "$SVC_CIDR" dev "$BRIDGE" 2>/dev/null || true
   for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$m" 2>/dev/null || true; done
   ip link delete "$BRIDGE" 2>/dev/null || true
-  rm -rf "$R" "$CTR_STATE" $HOST_DATA
+  # The volumes' data stays for the next `up` (the cluster's data in etcd points at it) unless
+  # asked to purge; the image store under the cache always stays.
+  rm -rf "$R" "$CTR_STATE" /run/openvswitch
+  if [ "${1:-}" = --purge ]; then rm -rf $HOST_DATA; fi
   rm -f "$OWNER_FILE"
 }
 
 cmd_status() {
   local c rc=0
-  [ -d "$R/pids" ] || return 0
+  if [ ! -d "$R/pids" ]; then printf '%-24s not running\n' "real node"; return 3; fi
   for c in $PROCS; do
     if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
   done
@@ -462,7 +465,7 @@ cmd_status() {
 
 case "${1:-}" in
   up) shift; cmd_up "$@";;
-  down) BIN=$(dirname "$(ls "$CACHE"/bin/*/kube-proxy 2>/dev/null | head -1)"); cmd_down;;
+  down) BIN=$(dirname "$(ls "$CACHE"/bin/*/kube-proxy 2>/dev/null | head -1)"); cmd_down "${2:-}";;
   status) cmd_status;;
   preflight) preflight;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."

@@ -51,5 +51,32 @@ check "real node without containerd" "missing: containerd ($T/no-such-containerd
 out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27480 bash hack/devcluster.sh up --real-nodes 2 2>&1); rc=$?
 check "two real nodes refused" "--real-nodes must be 0 or 1" $rc "$out"
 
+# 7. The cluster's data outlives a dead API server, `up` and `down`; only `down --purge` drops it.
+dev() { KSTACK_DEV_DIR=$T/dev7 KSTACK_DEV_PORT_BASE=27490 bash hack/devcluster.sh "$@"; }
+kc() { "$BIN/kubectl" --kubeconfig="$T/dev7/kubeconfig" "$@"; }
+result() { # result NAME OK-CONDITION-RC DETAILS
+  if [ "$2" -eq 0 ]; then echo "ok   $1"; passes=$((passes + 1)); else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
+}
+if dev up --nodes control=1 --real-nodes 0 >/dev/null 2>"$T/up7.log" && kc create namespace kept >/dev/null 2>&1; then
+  kill -9 "$(cat "$T/dev7/pids/kube-apiserver")"
+  st=$(dev status 2>&1); rc=$?
+  [ $rc -eq 3 ] && grep -q "kube-apiserver  *stopped" <<<"$st"; result "status names the dead API server" $? "rc=$rc: $st"
+  out=$(dev up --nodes control=1 --real-nodes 0 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 0 ] && grep -q "starting again what did not answer: kube-apiserver" <<<"$out" \
+    && ! grep -q "did not answer:.*etcd" <<<"$out" && grep -q "reusing the cluster's data" <<<"$out"
+  result "up restarts only the dead API server, on the data it had" $? "rc=$rc: $out"
+  kc get namespace kept >/dev/null 2>&1; result "the namespace survives the API server's death" $? "$(kc get namespace kept 2>&1)"
+  dev status >/dev/null 2>&1; result "status: every process answers again" $? "$(dev status 2>&1)"
+  dev down >/dev/null 2>&1; dev up --nodes control=1 --real-nodes 0 >/dev/null 2>&1
+  kc get namespace kept >/dev/null 2>&1; result "the namespace survives down and up" $? "$(kc get namespace kept 2>&1)"
+  dev down --purge >/dev/null 2>&1; dev up --nodes control=1 --real-nodes 0 >/dev/null 2>&1
+  ! kc get namespace kept >/dev/null 2>&1; result "down --purge starts an empty cluster" $? "namespace kept still exists"
+  dev down --purge >/dev/null 2>&1
+  [ ! -e "$T/dev7/etcd-data" ] && ! pgrep -f "$T/dev7" >/dev/null; result "down --purge leaves no data and no process" $? "$(ls "$T/dev7"; pgrep -af "$T/dev7")"
+else
+  echo "FAIL the cluster for the data cases did not start: $(tail -n 20 "$T/up7.log")"; fails=$((fails + 1))
+  dev down --purge >/dev/null 2>&1
+fi
+
 echo "devcluster failures: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -56,8 +56,8 @@ if [ -z "${KSTACK_DEV_PORT_BASE:-}" ]; then
     if [ $ok = 1 ]; then export KSTACK_DEV_PORT_BASE=$base; break; fi
   done
 fi
-trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down >/dev/null 2>&1 || true' EXIT
-bash hack/devcluster.sh down >/dev/null 2>&1 || true
+trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true' EXIT
+bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true
 # Simulated nodes for what Kubernetes decides, and the real node (role labels
 # kstack.io/real-role-*) for what the containers decide.
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)

@@ -11,9 +11,14 @@
 //!   the report on stderr names the service, the condition, what the pods say and what did not
 //!   start. `kstack deploy --target compose`: the files were written but no Docker engine
 //!   answered;
+//!   A deploy whose API server stayed unreachable for longer than `--api-outage` exits 3 too,
+//!   its report listing what was done and what was not started;
 //! - 4: `kstack verify`: a check of the cloud failed (the report names the step, the call, its
-//!   HTTP status and message), or something it created could not be deleted;
-//! - 130: `kstack verify` was interrupted by Ctrl-C (after deleting what it created).
+//!   HTTP status and message), or something it created could not be deleted. `kstack deploy
+//!   --no-wait`, `kstack rollback --no-wait`: another writer holds the cloud's deploy lock (the
+//!   message names it);
+//! - 130: `kstack verify`, `kstack deploy` or `kstack rollback` was interrupted by Ctrl-C
+//!   (verify after deleting what it created; deploy and rollback after releasing the lock).
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -48,7 +48,41 @@ fn init_genpwd_validate_then_broken_globals() {
             .unwrap()
             .permissions()
             .mode();
-        assert_eq!(mode & 0o777, 0o640);
+        // init writes it 0600 and genpwd keeps that.
+        assert_eq!(mode & 0o777, 0o600);
+        // A mode the operator chose is kept, never widened; others lose every permission.
+        for (before, after) in [
+            (0o400, 0o400),
+            (0o640, 0o640),
+            (0o644, 0o640),
+            (0o600, 0o600),
+        ] {
+            let path = dir.join("passwords.yml");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(before)).unwrap();
+            // A missing key makes genpwd write the file again.
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text: String = text
+                .lines()
+                .filter(|l| !l.starts_with("keystone_admin_password:"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::write(&path, text + "keystone_admin_password:\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(before)).unwrap();
+            let out = kstack(&["genpwd", "--config-dir", d]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, after, "mode {before:o} became {mode:o}");
+            let filled = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !filled.contains("keystone_admin_password:\n"),
+                "not filled again"
+            );
+        }
     }
     let pw = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
     assert!(pw.contains("-----BEGIN PRIVATE KEY-----") && pw.contains("public_key: ssh-rsa AAAA"));

@@ -206,11 +206,29 @@ pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), FsError> {
     })
 }
 
-/// Replaces passwords.yml atomically (write + rename) with mode 0640.
+/// The mode of a new passwords.yml: its owner alone may read it.
+pub const PASSWORDS_MODE: u32 = 0o600;
+
+/// Replaces passwords.yml atomically (write + rename). A new file gets [`PASSWORDS_MODE`]; an
+/// existing one keeps its mode, except that others lose every permission (a file of secrets
+/// is never world-readable), so the mode stays or tightens, never widens.
 pub fn write_passwords(dir: &Path, text: &str) -> Result<(), FsError> {
     let path = dir.join(passwords::FILE);
     let tmp = dir.join(".passwords.yml.tmp");
     let _ = std::fs::remove_file(&tmp);
-    create_new(&tmp, text.as_bytes(), 0o640)?;
+    let mode = match std::fs::metadata(&path) {
+        #[cfg(unix)]
+        Ok(m) => std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o770,
+        _ => PASSWORDS_MODE,
+    };
+    create_new(&tmp, text.as_bytes(), mode)?;
+    // The process umask may have cleared bits of `mode`; set exactly what was decided.
+    #[cfg(unix)]
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(mode)).map_err(
+        |source| FsError::Write {
+            path: tmp.clone(),
+            source,
+        },
+    )?;
     std::fs::rename(&tmp, &path).map_err(|source| FsError::Write { path, source })
 }

@@ -162,7 +162,7 @@ pub fn starter_template() -> String {
     let mut out = String::from(
         "# kstack passwords (kolla-ansible passwords.yml key names).\n\
          # Fill the empty values with `kstack genpwd`; it never changes a value that is set.\n\
-         # Keep this file secret (mode 0640).\n---\n",
+         # Keep this file secret (mode 0600).\n---\n",
     );
     for (group, keys) in KNOWN_KEYS {
         out.push_str(&format!("\n# {group}\n"));

@@ -70,6 +70,7 @@ pub async fn deploy(
         serial,
         now: "bench".into(),
         no_rollback: false,
+        outage: None,
     };
     let report = kstack_engine::deploy(
         cluster,

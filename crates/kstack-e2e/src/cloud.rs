@@ -97,10 +97,30 @@ impl Cloud {
         Ok(())
     }
 
+    /// A second config directory for the same namespace (same passwords), with `extra`
+    /// globals: another operator's idea of the same cloud.
+    pub fn other_config(&self, extra: &str) -> anyhow::Result<tempfile::TempDir> {
+        let other = tempfile::tempdir()?;
+        std::fs::copy(
+            self.dir.path().join("passwords.yml"),
+            other.path().join("passwords.yml"),
+        )?;
+        std::fs::write(
+            other.path().join("globals.yml"),
+            format!("kubernetes_namespace: \"{}\"\n{extra}\n", self.ns.name),
+        )?;
+        Ok(other)
+    }
+
     pub fn command(&self, args: &[&str]) -> anyhow::Result<Command> {
+        self.command_in(self.dir.path(), args)
+    }
+
+    /// `kstack ARGS` on the config directory `dir`, against this cloud's cluster.
+    pub fn command_in(&self, dir: &std::path::Path, args: &[&str]) -> anyhow::Result<Command> {
         let mut c = Command::new(kstack_bin()?);
         c.args(args)
-            .env("KSTACK_CONFIG_DIR", self.dir.path())
+            .env("KSTACK_CONFIG_DIR", dir)
             .env("KUBECONFIG", &self.kubeconfig)
             .stdin(Stdio::null());
         Ok(c)

@@ -330,6 +330,7 @@ async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<(
         serial: false,
         now: "2026-01-01T00:00:00Z".into(),
         no_rollback: false,
+        outage: None,
     };
     let report = kstack_engine::deploy(
         &as_kstack,
@@ -359,5 +360,174 @@ async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<(
     );
     let other_ns = kstack_engine::ObjectRef::new("Namespace", None, "kube-system");
     assert!(as_kstack.get(&other_ns).await.is_err());
+    Ok(())
+}
+
+/// Waits until the cloud's deploy lock has a holder; returns it.
+async fn lock_holder(namespace: &str) -> anyhow::Result<String> {
+    let leases: kube::Api<kstack_k8s::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client().await?, namespace);
+    let deadline = tokio::time::Instant::now() + kstack_e2e::WAIT;
+    loop {
+        if let Some(l) = leases.get_opt(kstack_kube::lock::LEASE_NAME).await?
+            && let Some(h) = l.spec.and_then(|s| s.holder_identity)
+        {
+            return Ok(h);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "nobody took the deploy lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_deploys_at_once_take_turns_and_the_last_one_wins() -> anyhow::Result<()> {
+    // Slow enough that the second deploy starts while the first one runs.
+    let slow = format!(
+        "{NO_HOST_NETWORK}kstack_pod_labels:\n  keystone: {{kstack.io/dev-ready-delay: 4s}}\n  mariadb: {{kstack.io/dev-ready-delay: 3s}}\n"
+    );
+    let cloud = Cloud::new("kstack-lock", &slow).await?;
+    // Another operator's config directory for the same cloud: two keystone replicas.
+    let other = cloud.other_config(&format!("{slow}kstack_replicas:\n  keystone: 2\n"))?;
+
+    let first = cloud
+        .command(&["deploy", "-o", "json"])?
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let holder = lock_holder(&cloud.ns.name).await?;
+    assert!(holder.starts_with("kstack deploy by "), "{holder}");
+
+    // --no-wait: refused at once (exit 4), naming the holder; nothing written.
+    let refused = cloud
+        .command_in(other.path(), &["deploy", "--no-wait"])?
+        .output()
+        .await?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&holder), "{stderr}");
+
+    // Without it: waits, saying for whom, and deploys once the first is done.
+    let second = cloud
+        .command_in(other.path(), &["deploy", "-o", "json"])?
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let first = first.wait_with_output().await?;
+    let second = second.wait_with_output().await?;
+    let (e1, e2) = (
+        String::from_utf8_lossy(&first.stderr),
+        String::from_utf8_lossy(&second.stderr),
+    );
+    assert_eq!(first.status.code(), Some(0), "first deploy:\n{e1}");
+    assert_eq!(second.status.code(), Some(0), "second deploy:\n{e2}");
+    assert!(
+        e2.contains("waiting for the deploy lock") && e2.contains(&holder),
+        "{e2}"
+    );
+    let r1: Value = serde_json::from_slice(&first.stdout)?;
+    let r2: Value = serde_json::from_slice(&second.stdout)?;
+    assert_eq!(r1["generation"], 1, "{r1}");
+    assert_eq!(r2["generation"], 2, "{r2}");
+    assert!(
+        r2["lock_waited_seconds"].as_f64().unwrap_or(0.0) > 0.0,
+        "{r2}"
+    );
+
+    // The cloud is the second one's, whole: its plan changes nothing, the first's would.
+    let plan = |dir: &std::path::Path| {
+        let c = cloud.command_in(dir, &["plan", "-o", "json"]);
+        async move {
+            let out = c?.output().await?;
+            anyhow::ensure!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok::<_, anyhow::Error>(serde_json::from_slice::<Vec<Value>>(&out.stdout)?)
+        }
+    };
+    let rows = plan(other.path()).await?;
+    assert!(rows.is_empty(), "the second config's plan: {rows:?}");
+    let rows = plan(cloud.dir.path()).await?;
+    assert!(
+        rows.iter().any(|r| r["name"] == "keystone"),
+        "the first config's plan: {rows:?}"
+    );
+    // The lock is free again.
+    let leases: kube::Api<kstack_k8s::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client().await?, &cloud.ns.name);
+    let lease = leases.get(kstack_kube::lock::LEASE_NAME).await?;
+    assert!(
+        lease.spec.and_then(|s| s.holder_identity).is_none(),
+        "the lock was not released"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn deploys_killed_at_random_points_converge_every_time() -> anyhow::Result<()> {
+    let extra = format!(
+        "{NO_HOST_NETWORK}kstack_pod_labels:\n  keystone: {{kstack.io/dev-complete-delay: 2s, kstack.io/dev-ready-delay: 2s}}\n  mariadb: {{kstack.io/dev-complete-delay: 1s, kstack.io/dev-ready-delay: 1s}}\n  glance-api: {{kstack.io/dev-ready-delay: 1s}}\n"
+    );
+    let cloud = Cloud::new("kstack-kill9", &extra).await?;
+    let seed: u64 = std::env::var("KSTACK_E2E_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+    eprintln!("kill points from seed {seed} (KSTACK_E2E_SEED={seed} repeats them)");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    for round in 1..=4 {
+        let after = std::time::Duration::from_millis(rand::Rng::gen_range(&mut rng, 300..9000));
+        let mut child = cloud
+            .command(&["deploy"])?
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        tokio::time::sleep(after).await;
+        let finished = child.try_wait()?.is_some();
+        child.start_kill()?; // SIGKILL
+        child.wait().await?;
+        eprintln!(
+            "round {round}: killed after {:.1}s{}",
+            after.as_secs_f64(),
+            if finished { " (it had finished)" } else { "" }
+        );
+    }
+    // The next deploy takes the dead process's lock at once and converges.
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "deploy after the kills failed:\n{stderr}");
+    assert!(
+        report["lock_waited_seconds"].as_f64().unwrap_or(99.0) < 5.0,
+        "waited for a dead process's lock: {report}"
+    );
+    let objects = cloud.objects().await?;
+    let mut per_task: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for o in objects.iter().filter(|o| o["kind"] == "Job") {
+        let l = &o["metadata"]["labels"];
+        let key = (
+            l["app.kubernetes.io/name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            l["kstack.io/task"].as_str().unwrap_or_default().to_owned(),
+        );
+        *per_task.entry(key).or_default() += 1;
+        assert_eq!(o["status"]["succeeded"], 1, "{}", o["metadata"]["name"]);
+    }
+    assert!(per_task.values().all(|n| *n == 1), "{per_task:?}");
+    let status = cloud.status().await?;
+    assert!(
+        status.iter().all(|s| s["health"] == "healthy"),
+        "{status:?}"
+    );
+    let (_, again, _) = cloud.deploy().await?;
+    assert_eq!(again["api_requests"]["writes"], 0, "not converged: {again}");
     Ok(())
 }

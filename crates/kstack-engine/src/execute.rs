@@ -33,7 +33,11 @@ pub async fn observe(
     let mut objects = BTreeMap::new();
     let retries = AtomicU64::new(0);
     for kind in NAMESPACED_KINDS {
-        for o in retry(&retries, || cluster.list(kind, namespace, &selector)).await? {
+        for o in retry(&retries, DEFAULT_OUTAGE, || {
+            cluster.list(kind, namespace, &selector)
+        })
+        .await?
+        {
             let mut r = ObjectRef::of(&o);
             r.kind = (*kind).to_owned();
             objects.insert(r, o);
@@ -41,7 +45,7 @@ pub async fn observe(
     }
     for r in cluster_scoped {
         if CLUSTER_KINDS.contains(&r.kind.as_str())
-            && let Some(o) = retry(&retries, || cluster.get(r)).await?
+            && let Some(o) = retry(&retries, DEFAULT_OUTAGE, || cluster.get(r)).await?
         {
             objects.insert(r.clone(), o);
         }
@@ -76,6 +80,19 @@ pub struct Options {
     /// Leave a service whose new pods do not become healthy as it is, for inspection, instead
     /// of restoring its last healthy generation.
     pub no_rollback: bool,
+    /// How long one cluster call keeps being retried while the API server is unreachable or
+    /// answers with a transient error (`None`: [`DEFAULT_OUTAGE`]).
+    pub outage: Option<Duration>,
+}
+
+/// How long a deploy rides out an API server outage by default: control planes restart during
+/// upgrades, and a deploy that takes minutes will meet one.
+pub const DEFAULT_OUTAGE: Duration = Duration::from_secs(120);
+
+impl Options {
+    fn outage(&self) -> Duration {
+        self.outage.unwrap_or(DEFAULT_OUTAGE)
+    }
 }
 
 /// Progress, reported as it happens.
@@ -189,7 +206,8 @@ pub struct Report {
     pub writes: u64,
     /// The deploy generation now recorded in the cluster.
     pub generation: u64,
-    /// Cluster calls repeated after a transient error (each at most 3 times).
+    /// Cluster calls repeated after a transient error (an API server outage is ridden out for
+    /// [`Options::outage`]).
     pub retries: u64,
 }
 
@@ -215,32 +233,52 @@ struct Ctx<'a> {
     writes: AtomicU64,
     /// Cluster calls repeated after a transient error.
     retries: AtomicU64,
+    /// A call failed for longer than the outage bound: no further step starts.
+    unreachable: std::sync::atomic::AtomicBool,
     /// Service → (record written, or the one already there) as the deploy goes.
     records: std::sync::Mutex<BTreeMap<String, IndexEntry>>,
 }
 
-/// Attempts of a cluster call that fails with a transient error (conflict, throttling, an API
-/// server restarting), and the pause before the first retry (multiplied by 4 each time).
-const ATTEMPTS: u32 = 4;
+/// The pause before the first retry of a cluster call that failed with a transient error
+/// (conflict, throttling, an API server restarting), doubled after each retry up to
+/// [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Runs `op` again while it fails with a transient error, up to [`ATTEMPTS`] times; counts the
-/// retries in `retries`.
-async fn retry<T, F, Fut>(retries: &AtomicU64, mut op: F) -> Result<T, ClusterError>
+/// Runs `op` again while it fails with a transient error, until `outage` has passed since its
+/// first failure; counts the retries in `retries`. The error that ends it says how long the
+/// cluster was unreachable.
+pub(crate) async fn retry<T, F, Fut>(
+    retries: &AtomicU64,
+    outage: Duration,
+    mut op: F,
+) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ClusterError>>,
 {
     let mut pause = FIRST_BACKOFF;
-    let mut attempt = 1;
+    let mut first_failure = None;
     loop {
         match op().await {
-            Err(e) if e.transient && attempt < ATTEMPTS => {
-                tracing::warn!(error = %e, attempt, "transient cluster error; retrying");
+            Err(e) if e.transient => {
+                let since = *first_failure.get_or_insert_with(tokio::time::Instant::now);
+                let failing = since.elapsed();
+                if failing >= outage {
+                    return Err(ClusterError {
+                        message: format!(
+                            "{} (still failing after {}s of retries; the limit is --api-outage {}s)",
+                            e.message,
+                            failing.as_secs(),
+                            outage.as_secs()
+                        ),
+                        transient: true,
+                    });
+                }
+                tracing::warn!(error = %e, failing_for = ?failing, "transient cluster error; retrying");
                 retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(pause).await;
-                pause *= 4;
-                attempt += 1;
+                tokio::time::sleep(pause.min(outage - failing)).await;
+                pause = (pause * 2).min(MAX_BACKOFF);
             }
             other => return other,
         }
@@ -253,7 +291,11 @@ impl Ctx<'_> {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ClusterError>>,
     {
-        retry(&self.retries, op).await
+        let result = retry(&self.retries, self.options.outage(), op).await;
+        if result.as_ref().is_err_and(|e| e.transient) {
+            self.unreachable.store(true, Ordering::Relaxed);
+        }
+        result
     }
 
     async fn apply(&self, manifest: &Value) -> Result<(), ClusterError> {
@@ -345,11 +387,16 @@ impl Ctx<'_> {
                 // deleted and run again: its spec is the same, so without this every later
                 // deploy would fail on it until someone deleted it by hand.
                 let mut writes = 0;
-                if let Some(existing) = self.cluster.get(job).await.map_err(cluster_err)?
+                if let Some(existing) = self
+                    .retry(|| self.cluster.get(job))
+                    .await
+                    .map_err(cluster_err)?
                     && let Some(Err(reason)) = crate::status::job_finished(&existing)
                 {
                     tracing::info!(job = %job, %reason, "running a failed Job again");
-                    self.cluster.delete(job).await.map_err(cluster_err)?;
+                    self.retry(|| self.cluster.delete(job))
+                        .await
+                        .map_err(cluster_err)?;
                     let again = step
                         .objects
                         .iter()
@@ -645,8 +692,10 @@ fn container_line(c: &Value) -> String {
     s
 }
 
-/// Runs the plan against the cluster. Cluster errors inside steps become step failures in the
-/// report; only the final bookkeeping can fail the call itself.
+/// Runs the plan against the cluster. Cluster errors inside steps, pruning and the final
+/// bookkeeping become failures in the report, so the caller always has a report to print. A
+/// call that keeps failing with transient errors for longer than [`Options::outage`] marks the
+/// cluster unreachable: no further step starts, and the report lists them as not started.
 pub async fn deploy(
     cluster: &dyn Cluster,
     plan: &Plan,
@@ -661,6 +710,7 @@ pub async fn deploy(
         options,
         writes: AtomicU64::new(0),
         retries: AtomicU64::new(0),
+        unreachable: Default::default(),
         records: Default::default(),
     };
     let n = plan.steps.len();
@@ -669,7 +719,7 @@ pub async fn deploy(
     let mut running = FuturesUnordered::new();
     loop {
         for step in &plan.steps {
-            if options.serial && !running.is_empty() {
+            if (options.serial && !running.is_empty()) || ctx.unreachable.load(Ordering::Relaxed) {
                 break;
             }
             if state[step.id] == State::Pending
@@ -708,9 +758,23 @@ pub async fn deploy(
         .map(Step::name)
         .collect();
 
+    let bookkeeping = |reason: String| StepFailure {
+        step: "record the deploy".into(),
+        service: None,
+        condition: None,
+        reason,
+        pods: Vec::new(),
+        rollback: None,
+    };
     if report.succeeded() {
         for r in &plan.prune {
-            ctx.retry(|| cluster.delete(r)).await?;
+            if let Err(e) = ctx.retry(|| cluster.delete(r)).await {
+                report.failures.push(StepFailure {
+                    step: format!("prune {r}"),
+                    ..bookkeeping(e.message)
+                });
+                break;
+            }
             ctx.writes.fetch_add(1, Ordering::Relaxed);
             progress(&Event::Pruned { object: r.clone() });
             report.pruned.push(r.clone());
@@ -741,16 +805,25 @@ pub async fn deploy(
     };
     let writes = ctx.writes.load(Ordering::Relaxed);
     report.generation = old.generation;
-    if writes > 0 || services != old.services || input_hash != old.input_hash {
+    if ctx.unreachable.load(Ordering::Relaxed) {
+        report.failures.push(bookkeeping(format!(
+            "the API server is unreachable: deploy generation {} is not recorded; run `kstack deploy` again once it answers",
+            observed.history.next_deploy_generation()
+        )));
+    } else if writes > 0 || services != old.services || input_hash != old.input_hash {
         let index = ReleaseIndex {
             generation: observed.history.next_deploy_generation(),
             input_hash,
             time: options.now.clone(),
             services,
         };
-        ctx.apply(&index_config_map(&plan.namespace, &index))
-            .await?;
-        report.generation = index.generation;
+        match ctx.apply(&index_config_map(&plan.namespace, &index)).await {
+            Ok(()) => report.generation = index.generation,
+            Err(e) => report.failures.push(bookkeeping(format!(
+                "recording deploy generation {}: {e}",
+                index.generation
+            ))),
+        }
     }
     report.writes = ctx.writes.load(Ordering::Relaxed);
     report.retries = ctx.retries.load(Ordering::Relaxed);

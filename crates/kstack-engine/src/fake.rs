@@ -49,6 +49,12 @@ struct Inner {
     crash_after_writes: Option<u64>,
     /// The next this many calls fail with a transient error.
     transient_failures: u64,
+    /// Once this many writes were made, the API server goes away for this long.
+    outage_at_writes: Option<(u64, Duration)>,
+    /// Every call fails with a transient error until then.
+    outage_until: Option<Instant>,
+    /// Calls that failed during an outage.
+    refused: u64,
 }
 
 /// See the module documentation.
@@ -101,6 +107,18 @@ impl FakeCluster {
         self.lock().transient_failures = n;
     }
 
+    /// Once `n` more writes were made, every call fails with a transient error (connection
+    /// refused) for `length` of tokio time: an API server killed and started again.
+    pub fn outage_after_writes(&self, n: u64, length: Duration) {
+        let mut i = self.lock();
+        i.outage_at_writes = Some((i.writes + n, length));
+    }
+
+    /// Calls refused during outages so far.
+    pub fn refused(&self) -> u64 {
+        self.lock().refused
+    }
+
     /// From now on every call fails once `n` more writes were made.
     pub fn crash_after_writes(&self, n: Option<u64>) {
         let mut i = self.lock();
@@ -136,6 +154,19 @@ impl FakeCluster {
     }
 
     fn check(&self, i: &mut Inner) -> Result<(), ClusterError> {
+        if let Some((n, length)) = i.outage_at_writes
+            && i.writes >= n
+        {
+            i.outage_at_writes = None;
+            i.outage_until = Some(Instant::now() + length);
+        }
+        if i.outage_until.is_some_and(|t| Instant::now() < t) {
+            i.refused += 1;
+            return Err(ClusterError {
+                message: "connecting to the API server: Connection refused (os error 111)".into(),
+                transient: true,
+            });
+        }
         if i.transient_failures > 0 {
             i.transient_failures -= 1;
             return Err(ClusterError {

@@ -19,7 +19,9 @@ pub mod rollback;
 pub mod status;
 
 pub use cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
-pub use execute::{Event, Options, Report, RolledBack, StepFailure, deploy, observe};
+pub use execute::{
+    DEFAULT_OUTAGE, Event, Options, Report, RolledBack, StepFailure, deploy, observe,
+};
 pub use plan::{Action, Limits, Mode, Observed, Plan, ServiceMode, Step, StepKind, plan};
 pub use release::{Migration, ReleaseHistory, ServiceRecord, ServiceState};
 pub use rollback::{RollbackError, RollbackPlan, RollbackReport, plan_rollback, rollback};

@@ -13,9 +13,11 @@
 //! previous release still runs on; once a contract phase ran, it does not. A rollback to a
 //! generation with other images than a later generation whose contract phase ran is refused.
 use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use crate::cluster::{Cluster, Condition, ObjectRef, WaitOutcome};
+use crate::execute::{DEFAULT_OUTAGE, retry};
 use crate::release::{
     IndexEntry, Migration, ReleaseHistory, ServiceRecord, ServiceState, WORKLOAD_KINDS,
     index_config_map, record_config_map,
@@ -32,14 +34,14 @@ pub async fn restore(
     timeout: Duration,
 ) -> Result<u64, String> {
     let mut writes = 0;
+    let retries = AtomicU64::new(0);
     let restored: Vec<_> = record
         .manifests
         .iter()
         .filter(|m| !NOT_RESTORED.contains(&m["kind"].as_str().unwrap_or_default()))
         .collect();
     for m in &restored {
-        cluster
-            .apply(m)
+        retry(&retries, DEFAULT_OUTAGE, || cluster.apply(m))
             .await
             .map_err(|e| format!("applying {}: {e}", ObjectRef::of(m)))?;
         writes += 1;
@@ -52,10 +54,13 @@ pub async fn restore(
         .filter(|m| WORKLOAD_KINDS.contains(&m["kind"].as_str().unwrap_or_default()))
     {
         let r = ObjectRef::of(m);
-        match cluster
-            .wait(&r, Condition::RolloutComplete, timeout)
-            .await
-            .map_err(|e| format!("waiting for {r}: {e}"))?
+        let deadline = tokio::time::Instant::now() + timeout;
+        match retry(&retries, DEFAULT_OUTAGE, || {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            cluster.wait(&r, Condition::RolloutComplete, left)
+        })
+        .await
+        .map_err(|e| format!("waiting for {r}: {e}"))?
         {
             WaitOutcome::Met => {}
             WaitOutcome::Failed(why) => return Err(format!("{r}: {why}")),
@@ -85,10 +90,12 @@ async fn unstick(cluster: &dyn Cluster, sts: &serde_json::Value) -> Result<u64, 
     if selector.is_empty() {
         return Ok(0);
     }
-    let pods = cluster
-        .pods(&namespace, &selector)
-        .await
-        .map_err(|e| format!("listing the pods of {r}: {e}"))?;
+    let retries = AtomicU64::new(0);
+    let pods = retry(&retries, DEFAULT_OUTAGE, || {
+        cluster.pods(&namespace, &selector)
+    })
+    .await
+    .map_err(|e| format!("listing the pods of {r}: {e}"))?;
     let mut deleted = 0;
     for p in &pods {
         let owned = p["metadata"]["ownerReferences"]
@@ -107,8 +114,7 @@ async fn unstick(cluster: &dyn Cluster, sts: &serde_json::Value) -> Result<u64, 
                 Some(&namespace),
                 p["metadata"]["name"].as_str().unwrap_or_default(),
             );
-            cluster
-                .delete(&pod)
+            retry(&retries, DEFAULT_OUTAGE, || cluster.delete(&pod))
                 .await
                 .map_err(|e| format!("deleting {pod}: {e}"))?;
             deleted += 1;
@@ -334,9 +340,9 @@ pub async fn rollback(
             )
         }
     };
-    cluster
-        .apply(&record_config_map(namespace, &record))
-        .await?;
+    let retries = AtomicU64::new(0);
+    let record_map = record_config_map(namespace, &record);
+    retry(&retries, DEFAULT_OUTAGE, || cluster.apply(&record_map)).await?;
     let mut index = history.index.clone().unwrap_or_default();
     index.generation = deploy_generation;
     index.time = now.to_owned();
@@ -347,7 +353,8 @@ pub async fn rollback(
             state: record.state,
         },
     );
-    cluster.apply(&index_config_map(namespace, &index)).await?;
+    let index_map = index_config_map(namespace, &index);
+    retry(&retries, DEFAULT_OUTAGE, || cluster.apply(&index_map)).await?;
     writes += 2;
     Ok(RollbackReport {
         service: plan.service.clone(),

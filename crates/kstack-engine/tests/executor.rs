@@ -415,65 +415,141 @@ async fn a_disabled_service_keeps_its_claims() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn transient_cluster_errors_are_retried_and_permanent_ones_are_not() {
-    // Three failures in a row (an API server restarting): each call is tried up to 4 times.
+async fn transient_cluster_errors_are_retried() {
+    // Failures in a row while reading the cluster (before the deploy) are retried there.
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());
-    fake.fail_transiently(3);
+    fake.fail_transiently(6);
     let (_, report) = run(&fake, &cfg, true, &Limits::default()).await;
     assert!(report.succeeded(), "{:?}", report.failures);
-    // Reading the cluster (before the deploy) took them all.
     assert!(fake.writes() > 0);
 
-    // Failures in the middle of the deploy are retried there.
+    // Failures in the middle of the deploy are retried there, and counted.
     let mid = FakeCluster::new();
     let (_, first) = run(&mid, &cfg, true, &Limits::default()).await;
     assert!(first.succeeded());
-    let mut changed = Globals::default();
-    changed.replicas.insert("keystone".into(), 2);
-    let changed = config(changed);
-    let rendered = rendered(&changed);
-    let observed = kstack_engine::observe(&mid, "openstack", &[])
-        .await
-        .unwrap();
-    let plan =
-        kstack_engine::plan(&rendered, &changed.catalog, &observed, &Limits::default()).unwrap();
+    let (plan, observed) = keystone_scaled(&mid).await;
     mid.fail_transiently(3);
     let options = Options {
         serial: true,
         now: "2026-01-02T00:00:00Z".into(),
-        no_rollback: false,
+        ..Options::default()
     };
-    let report = kstack_engine::deploy(
-        &mid,
-        &plan,
-        &observed,
-        &options,
-        &|_: &kstack_engine::Event| {},
-    )
-    .await
-    .unwrap();
+    let report = deploy(&mid, &plan, &observed, &options).await;
     assert!(report.succeeded(), "{:?}", report.failures);
     assert_eq!(report.retries, 3);
+}
 
-    // Four in a row exhaust one call's attempts: that step fails, naming the error.
-    mid.fail_transiently(4);
-    let report = kstack_engine::deploy(
-        &mid,
-        &plan,
-        &observed,
-        &options,
+/// A plan that changes keystone's replicas on a cluster where the default cloud runs.
+async fn keystone_scaled(fake: &FakeCluster) -> (kstack_engine::Plan, kstack_engine::Observed) {
+    let mut changed = Globals::default();
+    changed.replicas.insert("keystone".into(), 2);
+    let changed = config(changed);
+    let rendered = rendered(&changed);
+    let observed = kstack_engine::observe(fake, "openstack", &[])
+        .await
+        .unwrap();
+    let plan =
+        kstack_engine::plan(&rendered, &changed.catalog, &observed, &Limits::default()).unwrap();
+    (plan, observed)
+}
+
+async fn deploy(
+    fake: &FakeCluster,
+    plan: &kstack_engine::Plan,
+    observed: &kstack_engine::Observed,
+    options: &Options,
+) -> kstack_engine::Report {
+    kstack_engine::deploy(
+        fake,
+        plan,
+        observed,
+        options,
         &|_: &kstack_engine::Event| {},
     )
     .await
-    .unwrap();
-    assert!(!report.succeeded());
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deploy_rides_out_an_api_server_outage_of_30_seconds() {
+    // The API server goes away for 30 s after the deploy's third write, while the steps of
+    // the whole default cloud are under way: every call in that time is refused.
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    for s in cfg.enabled.iter() {
+        fake.set_behaviour(s, Behaviour::ReadyAfter(Duration::from_secs(2)));
+    }
+    fake.outage_after_writes(3, Duration::from_secs(30));
+    let started = Instant::now();
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(report.succeeded(), "{:#?}", report.failures);
+    assert!(fake.refused() > 0, "the outage never happened");
     assert!(
-        report.failures[0].reason.contains("HTTP 503"),
-        "{:?}",
+        report.retries >= fake.refused(),
+        "{} < {}",
+        report.retries,
+        fake.refused()
+    );
+    assert!(started.elapsed() >= Duration::from_secs(30));
+    // Nothing was lost and nothing was written twice: each object once, one Job per task.
+    let mut applied = BTreeMap::new();
+    for e in fake.log().iter().filter(|e| e.what.starts_with("apply ")) {
+        *applied.entry(e.what.clone()).or_insert(0) += 1;
+    }
+    for o in &plan.objects {
+        let key = format!("apply {}", o.desired.reference);
+        assert!(
+            fake.object(&o.desired.reference).is_some(),
+            "{key} is missing"
+        );
+        if o.desired.reference.kind == "Job" {
+            assert_eq!(applied.get(&key), Some(&1), "{key}");
+        }
+    }
+    // Converged: a second deploy writes nothing.
+    let (_, again) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(again.succeeded());
+    assert_eq!(again.writes, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_longer_than_the_bound_fails_the_step_and_says_how_long() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    let (_, first) = run(&fake, &cfg, true, &Limits::default()).await;
+    assert!(first.succeeded());
+    let (plan, observed) = keystone_scaled(&fake).await;
+    fake.outage_after_writes(0, Duration::from_secs(600));
+    let options = Options {
+        serial: true,
+        now: "2026-01-02T00:00:00Z".into(),
+        outage: Some(Duration::from_secs(45)),
+        ..Options::default()
+    };
+    let started = Instant::now();
+    let report = deploy(&fake, &plan, &observed, &options).await;
+    assert!(!report.succeeded());
+    let reason = &report.failures[0].reason;
+    assert!(reason.contains("Connection refused"), "{reason}");
+    assert!(reason.contains("after 45s"), "{reason}");
+    // It gave up at the bound, not before and not much after.
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(45) && took < Duration::from_secs(60),
+        "{took:?}"
+    );
+    // No step starts once the cluster is known to be unreachable; they are reported as not
+    // started, and the deploy generation is not recorded (it says so).
+    assert!(!report.not_started.is_empty());
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.step == "record the deploy" && f.reason.contains("unreachable")),
+        "{:#?}",
         report.failures
     );
-    assert_eq!(report.retries, 3);
 }
 
 #[tokio::test(start_paused = true)]

@@ -231,6 +231,7 @@ async fn no_rollback_leaves_the_failed_generation_for_inspection() {
         serial: false,
         now: "2026-01-02T00:00:00Z".into(),
         no_rollback: true,
+        outage: None,
     };
     let timeouts = Limits {
         default: Duration::from_secs(60),

@@ -3,6 +3,7 @@
 //! Everything else describes what it wants in plain values; this crate turns that into API calls
 //! with kube-rs.
 pub mod cluster;
+pub mod lock;
 pub mod logs;
 pub mod nodes;
 pub mod services;

@@ -86,6 +86,12 @@ pub fn deployer(globals: &Globals) -> Rendered {
             // A StatefulSet rolled back: its pods of the failed revision that never became
             // ready are deleted so the controller recreates them from the restored template.
             rule(&[""], &["pods"], &["delete"]),
+            // The deploy lock (one writer at a time): a Lease it creates, reads and renews.
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &["get", "create", "update"],
+            ),
         ]),
     };
     let subject = Subject {

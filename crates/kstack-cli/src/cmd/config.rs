@@ -47,7 +47,7 @@ pub enum ConfigCommand {
     },
     /// Fill the empty values of passwords.yml (set values are never changed).
     #[command(
-        after_help = "Examples:\n  kstack genpwd --config-dir ./mycloud\n\nSSH keys get RSA 4096 key pairs, *_uuid keys UUIDs, the rest 40 random letters and digits.\nThe file is written with mode 0640."
+        after_help = "Examples:\n  kstack genpwd --config-dir ./mycloud\n\nSSH keys get RSA 4096 key pairs, *_uuid keys UUIDs, the rest 40 random letters and digits.\nA new file is written with mode 0600; an existing file keeps its mode,\nwithout any permission for others."
     )]
     Genpwd {
         #[command(flatten)]
@@ -93,7 +93,11 @@ fn init(dir: &Path) -> anyhow::Result<ExitCode> {
             templates::GLOBALS_YML.to_owned(),
             0o644,
         ),
-        (dir.join(passwords::FILE), templates::passwords_yml(), 0o640),
+        (
+            dir.join(passwords::FILE),
+            templates::passwords_yml(),
+            fs::PASSWORDS_MODE,
+        ),
         (
             dir.join("config/README.md"),
             templates::CONFIG_README.to_owned(),

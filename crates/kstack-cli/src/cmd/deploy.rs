@@ -4,7 +4,11 @@
 //!
 //! Exit codes: 0 done (deploy: every service healthy), 1 cluster or IO failure, 2 invalid input
 //! files, 3 a deploy step failed (the report says which service, which condition, what the pods
-//! say, and which steps were not started).
+//! say, and which steps were not started), 4 `--no-wait` and another writer holds the deploy
+//! lock, 130 interrupted.
+//!
+//! `deploy` and `rollback` hold the cloud's deploy lock (a Lease, see `kstack_kube::lock`)
+//! while they write; `plan`, `status` and `history` only read and never take it.
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -21,6 +25,10 @@ use serde::Serialize;
 
 /// A failed deploy step: `main` does not print more, the report was printed.
 pub const EXIT_STEP_FAILED: u8 = 3;
+/// `--no-wait` and another writer holds the deploy lock.
+pub const EXIT_LOCKED: u8 = 4;
+/// Interrupted (Ctrl-C): the lock was released, a deploy run again converges.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -44,7 +52,7 @@ pub enum DeployCommand {
     /// Deploy the cloud: apply config, run bootstrap Jobs and roll out every enabled service in
     /// dependency order, each step gated on real health; prune disabled services.
     #[command(
-        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start);\n--target compose: 3 the files were written but no Docker engine answered."
+        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nOne deploy or rollback writes to a cloud at a time: a second one waits for the deploy lock\n(a Lease in the cloud's namespace), or with --no-wait fails at once. An API server that\ngoes away is waited for (--api-outage, default 120s).\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start),\n4 --no-wait and another writer holds the lock, 130 interrupted;\n--target compose: 3 the files were written but no Docker engine answered."
     )]
     Deploy(DeployArgs),
     /// Show what `kstack deploy` would create, change, leave and prune (changes nothing).
@@ -83,6 +91,10 @@ pub struct RollbackArgs {
     /// `kstack_timeouts`).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: Option<u64>,
+    /// Fail at once (exit 4) if a deploy or another rollback holds the cloud's deploy lock,
+    /// instead of waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Output,
 }
@@ -118,6 +130,14 @@ pub struct DeployArgs {
     /// `kstack_timeouts.default`; per-service values in `kstack_timeouts` still apply).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: Option<u64>,
+    /// How long, in seconds, each call to the API server keeps being retried while the API
+    /// server is unreachable or answers with a transient error (a control plane restarting).
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub api_outage: u64,
+    /// Fail at once (exit 4) if another deploy or rollback holds the cloud's deploy lock,
+    /// instead of waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
     /// Report format on stdout.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Output,
@@ -256,6 +276,8 @@ struct DeployOutput<'a> {
     succeeded: bool,
     generation: u64,
     seconds: f64,
+    /// Time spent waiting for another writer's deploy lock before the deploy began.
+    lock_waited_seconds: f64,
     serial: bool,
     steps: usize,
     objects: usize,
@@ -269,6 +291,80 @@ async fn deploy(
     config: &Config,
     rendered: &Rendered,
 ) -> anyhow::Result<ExitCode> {
+    let lock = match take_lock(&args.target, config, rendered, "deploy", args.no_wait).await? {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let waited = lock.waited.as_secs_f64();
+    let result = tokio::select! {
+        r = deploy_locked(&args, config, rendered, waited) => r,
+        by = lock.lost() => Err(anyhow::anyhow!(
+            "the deploy lock was taken over by {by} while this deploy could not renew it: stopped; run `kstack deploy` again (it converges)"
+        )),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: stopped; run `kstack deploy` again (it converges)");
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+    };
+    lock.release().await;
+    result
+}
+
+/// Takes the cloud's deploy lock for `command`: creates the namespace first if it does not
+/// exist (the Lease lives in it), waits for another writer unless `no_wait`, printing whom it
+/// waits for. `Err(code)` when refused.
+async fn take_lock(
+    target: &Target,
+    config: &Config,
+    rendered: &Rendered,
+    command: &str,
+    no_wait: bool,
+) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, ExitCode>> {
+    use kstack_engine::Cluster as _;
+    // A client of its own: the lock's requests are not the deploy's (its report counts those).
+    let client = kstack_kube::client(target.kubeconfig.as_deref()).await?;
+    let namespace = &config.globals.kubernetes_namespace;
+    let ns_ref = ObjectRef::new("Namespace", None, namespace);
+    let cluster = KubeCluster::new(client.clone());
+    if cluster
+        .get(&ns_ref)
+        .await
+        .with_context(|| format!("reading namespace {namespace}"))?
+        .is_none()
+    {
+        let manifest = rendered
+            .objects
+            .iter()
+            .map(|o| o.to_json_value())
+            .find(|m| ObjectRef::of(m) == ns_ref)
+            .with_context(|| format!("the rendered cloud has no namespace {namespace}"))?;
+        cluster
+            .apply(&manifest)
+            .await
+            .with_context(|| format!("creating namespace {namespace}"))?;
+    }
+    let identity = kstack_kube::lock::identity(command);
+    let on_wait = |h: &kstack_kube::lock::Holder| {
+        eprintln!(
+            "waiting for the deploy lock of namespace {namespace}: held by {h} (--no-wait fails at once instead)"
+        );
+    };
+    match kstack_kube::lock::acquire(client, namespace, &identity, !no_wait, &on_wait).await {
+        Ok(l) => Ok(Ok(l)),
+        Err(e @ kstack_kube::lock::LockError::Held { .. }) => {
+            eprintln!("kstack {command}: {e}");
+            Ok(Err(ExitCode::from(EXIT_LOCKED)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn deploy_locked(
+    args: &DeployArgs,
+    config: &Config,
+    rendered: &Rendered,
+    lock_waited: f64,
+) -> anyhow::Result<ExitCode> {
     let timeouts = timeouts(config, args.timeout);
     let c = connect(&args.target, config, rendered, &timeouts).await?;
     let started = Instant::now();
@@ -277,6 +373,7 @@ async fn deploy(
         serial: args.serial,
         now: chrono_now(),
         no_rollback: args.no_rollback,
+        outage: Some(Duration::from_secs(args.api_outage)),
     };
     let report = kstack_engine::deploy(&c.cluster, &c.plan, &c.observed, &options, &|e: &Event| {
         progress.event(e)
@@ -298,6 +395,7 @@ async fn deploy(
         succeeded: report.succeeded(),
         generation: report.generation,
         seconds,
+        lock_waited_seconds: lock_waited,
         serial: args.serial,
         steps: c.plan.steps.len(),
         objects: c.plan.objects.len(),
@@ -577,6 +675,29 @@ async fn history(
 
 async fn rollback(
     args: RollbackArgs,
+    config: &Config,
+    rendered: &Rendered,
+) -> anyhow::Result<ExitCode> {
+    let lock = match take_lock(&args.target, config, rendered, "rollback", args.no_wait).await? {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let result = tokio::select! {
+        r = rollback_locked(&args, config, rendered) => r,
+        by = lock.lost() => Err(anyhow::anyhow!(
+            "the deploy lock was taken over by {by} while this rollback could not renew it: stopped"
+        )),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: stopped; `kstack status` shows where the service is");
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+    };
+    lock.release().await;
+    result
+}
+
+async fn rollback_locked(
+    args: &RollbackArgs,
     config: &Config,
     rendered: &Rendered,
 ) -> anyhow::Result<ExitCode> {

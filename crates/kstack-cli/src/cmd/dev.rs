@@ -11,7 +11,7 @@ use anyhow::Context;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100 --real-nodes 0\n  kstack dev up --nodes none     # the real node only, carrying every role\n  kstack dev import \"$(kstack dev images | tail -n 1)\"\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down"
+    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100 --real-nodes 0\n  kstack dev up --nodes none     # the real node only, carrying every role\n  kstack dev import \"$(kstack dev images | tail -n 1)\"\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down            # keeps the cluster's data for the next `up`\n  kstack dev down --purge    # deletes it"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -20,7 +20,9 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Action {
-    /// Build (first run only) and start the control plane, simulated nodes and the real node; prints the kubeconfig path.
+    /// Build (first run only) and start the control plane, simulated nodes and the real node;
+    /// prints the kubeconfig path. Components that answer their health check are left alone;
+    /// the cluster's data from an earlier run is reused.
     Up {
         /// Simulated nodes per role, e.g. control=3,compute=3,network=1,storage=1 (at most 1000
         /// in all), or `none`.
@@ -44,9 +46,14 @@ enum Action {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
-    /// Stop every process of the control plane and drop its data.
-    Down,
-    /// Show which processes run (exit code 3 when any is stopped).
+    /// Stop every process of the control plane and the real node. The cluster's data (etcd,
+    /// the real node's volumes) is kept for the next `up` unless `--purge` is given.
+    Down {
+        /// Delete the cluster's data too: the next `up` starts an empty cluster.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Show which processes run and answer their health check (exit code 3 when any does not).
     Status,
     /// Print the kubeconfig path of the running control plane.
     Kubeconfig,
@@ -86,7 +93,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &mut cmd
         }
         Action::Import { dirs } => cmd.arg("import").args(dirs),
-        Action::Down => cmd.arg("down"),
+        Action::Down { purge: false } => cmd.arg("down"),
+        Action::Down { purge: true } => cmd.args(["down", "--purge"]),
         Action::Status => cmd.arg("status"),
         Action::Kubeconfig => cmd.arg("kubeconfig"),
     };

@@ -37,6 +37,7 @@ pub async fn run(
         serial,
         now: "2026-01-01T00:00:00Z".into(),
         no_rollback: false,
+        outage: None,
     };
     run_with(fake, config, &options, timeouts).await
 }
