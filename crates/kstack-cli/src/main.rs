@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         )
         .init();
     let mut cli = Cli::parse();
-    cli.command.set_config_dir(&cli.global.config_dir);
+    cli.command.set_globals(&cli.global);
     match cmd::run(cli.command) {
         Ok(code) => code,
         Err(err) => {

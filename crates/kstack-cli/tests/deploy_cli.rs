@@ -67,6 +67,62 @@ fn an_unreachable_cluster_exits_1() {
 }
 
 #[test]
+fn kubeconfig_is_a_global_option_before_or_after_the_sub_command() {
+    let tmp = config_dir("kubernetes_namespace: \"x\"\n");
+    let d = tmp.path().to_str().unwrap();
+    for args in [
+        &[
+            "--kubeconfig",
+            "/nonexistent/before",
+            "status",
+            "--config-dir",
+            d,
+        ][..],
+        &[
+            "status",
+            "--config-dir",
+            d,
+            "--kubeconfig",
+            "/nonexistent/after",
+        ],
+        &[
+            "--kubeconfig",
+            "/nonexistent/before",
+            "history",
+            "--config-dir",
+            d,
+        ],
+        &[
+            "plan",
+            "--kubeconfig",
+            "/nonexistent/after",
+            "--config-dir",
+            d,
+        ],
+    ] {
+        let out = kstack(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The file named is the one reached for: not KUBECONFIG, not ~/.kube/config.
+        let named = args[args.iter().position(|a| *a == "--kubeconfig").unwrap() + 1];
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+    // The inventory service without node sync needs no cluster, and says so.
+    let out = kstack(&[
+        "--kubeconfig",
+        "/nonexistent",
+        "inventory",
+        "serve",
+        "--tokens",
+        "/nonexistent-tokens",
+        "--no-node-sync",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--no-node-sync"), "{stderr}");
+}
+
+#[test]
 fn template_rbac_is_least_privilege() {
     let tmp = config_dir("kubernetes_namespace: \"cloud-a\"\n");
     let d = tmp.path().to_str().unwrap();

@@ -319,7 +319,8 @@ async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<(
     let kubeconfig = kube::config::Kubeconfig::read_from(&cloud.kubeconfig)?;
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{}:kstack", cloud.ns.name));
-    let as_kstack = KubeCluster::new(kube::Client::try_from(config)?);
+    let as_kstack_client = kube::Client::try_from(config)?;
+    let as_kstack = KubeCluster::new(as_kstack_client.clone());
     let loaded = kstack_config::fs::load_dir(cloud.dir.path())?;
     let cfg = loaded.config.context("config")?;
     let rendered = kstack_render::kubernetes::render(&cfg)?;
@@ -360,6 +361,47 @@ async fn kstack_deploys_as_its_own_least_privilege_account() -> anyhow::Result<(
     );
     let other_ns = kstack_engine::ObjectRef::new("Namespace", None, "kube-system");
     assert!(as_kstack.get(&other_ns).await.is_err());
+
+    // `kstack verify`'s failure report reads the pods' logs: the account may (the kwok node
+    // has no log to give, but the API server lets the request through to it).
+    let logs = kstack_kube::logs::pod_logs(
+        &as_kstack_client,
+        &cloud.ns.name,
+        "app.kubernetes.io/name=keystone",
+        5,
+    )
+    .await?;
+    assert!(!logs.is_empty(), "no keystone pod");
+    for l in &logs {
+        assert!(
+            !l.text.contains("forbidden"),
+            "{}/{}: {}",
+            l.pod,
+            l.container,
+            l.text
+        );
+    }
+
+    // The CLI under the account, with the global --kubeconfig before the sub-command: it
+    // takes the deploy lock (a Lease it may create and renew) and finds nothing to change.
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(&cloud.kubeconfig)?;
+    for a in &mut kubeconfig.auth_infos {
+        if let Some(info) = a.auth_info.as_mut() {
+            info.impersonate = Some(format!("system:serviceaccount:{}:kstack", cloud.ns.name));
+        }
+    }
+    let file = tempfile::NamedTempFile::new()?;
+    // JSON is YAML: kubeconfig readers take it as it is.
+    std::fs::write(file.path(), serde_json::to_string(&kubeconfig)?)?;
+    let path = file.path().to_str().context("path")?;
+    let out = cloud
+        .command(&["--kubeconfig", path, "deploy", "-o", "json"])?
+        .output()
+        .await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let again: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(again["api_requests"]["writes"], 0, "{again}");
     Ok(())
 }
 

@@ -83,6 +83,9 @@ pub fn deployer(globals: &Globals) -> Rendered {
             ),
             // Failure reports: what the pods and their events say.
             rule(&[""], &["pods", "events"], &["get", "list", "watch"]),
+            // `kstack verify`'s failure report: the last log lines of the pods behind a
+            // failed step.
+            rule(&[""], &["pods/log"], &["get"]),
             // A StatefulSet rolled back: its pods of the failed revision that never became
             // ready are deleted so the controller recreates them from the restored template.
             rule(&[""], &["pods"], &["delete"]),

@@ -12,7 +12,7 @@ use kstack_config::{Diag, fs, genpwd, passwords, templates};
 ///
 /// `--config-dir` is a global option (before or after the sub-command, like kubectl's flags):
 /// it is parsed by [`GlobalArgs`] and copied into every command's `ConfigDir` by
-/// [`super::Command::set_config_dir`].
+/// [`super::Command::set_globals`].
 #[derive(Debug, Default, clap::Args)]
 pub struct ConfigDir {
     #[arg(skip)]
@@ -31,6 +31,10 @@ pub struct GlobalArgs {
         value_name = "DIR"
     )]
     pub config_dir: PathBuf,
+    /// Kubeconfig file of the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
+    /// account), for the commands that talk to one.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -42,8 +42,9 @@ pub enum Output {
 pub struct Target {
     #[command(flatten)]
     pub config: super::config::ConfigDir,
-    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster account).
-    #[arg(long, value_name = "FILE")]
+    /// The global `--kubeconfig` ([`super::config::GlobalArgs`]), given before or after the
+    /// sub-command.
+    #[arg(skip)]
     pub kubeconfig: Option<String>,
 }
 

@@ -160,17 +160,30 @@ pub enum Serve {
         /// clear. Only behind a proxy that terminates TLS.
         #[arg(long, conflicts_with = "tls_cert")]
         insecure_http: bool,
-        /// Kubeconfig of the cluster whose nodes follow the inventory (default: like kubectl).
-        #[arg(long, env = "KUBECONFIG")]
+        /// The global `--kubeconfig`: the cluster whose nodes follow the inventory (default:
+        /// like kubectl).
+        #[arg(skip)]
         kubeconfig: Option<String>,
         /// Seconds between audits that repair drift between the inventory and the nodes.
         #[arg(long, default_value_t = 60)]
         audit_interval: u64,
         /// Keep hosts and labels only, without touching any cluster (no kubeconfig needed):
         /// for trying the API or measuring the service alone.
-        #[arg(long, conflicts_with = "kubeconfig")]
+        #[arg(long)]
         no_node_sync: bool,
     },
+}
+
+impl InventoryCommand {
+    /// Gives `inventory serve` the global `--kubeconfig`.
+    pub(super) fn set_kubeconfig(&mut self, file: Option<String>) {
+        if let InventoryCommand::Inventory {
+            action: Serve::Serve { kubeconfig, .. },
+        } = self
+        {
+            *kubeconfig = file;
+        }
+    }
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -200,6 +213,12 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     no_node_sync,
                 },
         } => {
+            if no_node_sync && let Some(file) = &kubeconfig {
+                return Err(InputError(format!(
+                    "--no-node-sync touches no cluster, so --kubeconfig {file} has no use: give one or the other"
+                ))
+                .into());
+            }
             let tokens = Tokens::load(&tokens).map_err(|e| InputError(e.to_string()))?;
             let tls = tls_cert
                 .zip(tls_key)

@@ -40,24 +40,28 @@ pub enum Command {
 }
 
 impl Command {
-    /// Gives every command the global `--config-dir` ([`config::GlobalArgs`]).
-    pub fn set_config_dir(&mut self, dir: &std::path::Path) {
+    /// Gives every command the global options ([`config::GlobalArgs`]): `--config-dir`, and
+    /// `--kubeconfig` to those that talk to a cluster.
+    pub fn set_globals(&mut self, globals: &config::GlobalArgs) {
         use catalog::CatalogCommand as C;
         use deploy::DeployCommand as D;
-        let slot = match self {
+        let dir = &globals.config_dir;
+        let target = match self {
             Command::Config(c) => return c.set_config_dir(dir),
-            Command::Catalog(C::Services(a)) => &mut a.catalog.dir,
-            Command::Catalog(C::Graph(a)) => &mut a.catalog.dir,
-            Command::Template(a) => &mut a.config,
-            Command::Deploy(D::Deploy(a)) => &mut a.target.config,
-            Command::Deploy(D::Plan(a)) => &mut a.target.config,
-            Command::Deploy(D::Status(a)) => &mut a.target.config,
-            Command::Deploy(D::History(a)) => &mut a.target.config,
-            Command::Deploy(D::Rollback(a)) => &mut a.target.config,
-            Command::Verify(a) => &mut a.target.config,
-            Command::Dev(_) | Command::Inventory(_) => return,
+            Command::Catalog(C::Services(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
+            Command::Catalog(C::Graph(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
+            Command::Template(a) => return a.config.config_dir = dir.to_owned(),
+            Command::Inventory(c) => return c.set_kubeconfig(globals.kubeconfig.clone()),
+            Command::Dev(_) => return,
+            Command::Deploy(D::Deploy(a)) => &mut a.target,
+            Command::Deploy(D::Plan(a)) => &mut a.target,
+            Command::Deploy(D::Status(a)) => &mut a.target,
+            Command::Deploy(D::History(a)) => &mut a.target,
+            Command::Deploy(D::Rollback(a)) => &mut a.target,
+            Command::Verify(a) => &mut a.target,
         };
-        slot.config_dir = dir.to_owned();
+        target.config.config_dir = dir.to_owned();
+        target.kubeconfig = globals.kubeconfig.clone();
     }
 }
 
