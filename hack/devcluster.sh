@@ -185,7 +185,7 @@ N
 }
 
 cmd_up() {
-  local spec="control=3,compute=3,network=1,storage=1" real=${KSTACK_DEV_REAL_NODES:-1}
+  local spec="" real=${KSTACK_DEV_REAL_NODES:-}
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) spec=$2; shift 2;;
@@ -195,7 +195,16 @@ cmd_up() {
       *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0])";;
     esac
   done
+  # A cluster whose data is kept comes back with the nodes it had (a restart after a crash must
+  # not add a real node nobody asked for); options given now win.
+  if [ -d "$DIR/etcd-data/member" ]; then
+    [ -n "$spec" ] || spec=$(cat "$DIR/nodes-spec" 2>/dev/null || true)
+    [ -n "$real" ] || real=$(cat "$DIR/real-nodes" 2>/dev/null || true)
+  fi
+  [ -n "$spec" ] || spec="control=3,compute=3,network=1,storage=1"
+  [ -n "$real" ] || real=1
   case "$real" in 0|1) ;; *) die "--real-nodes must be 0 or 1 (one real node fits on a machine), got '$real'";; esac
+  local asked_spec=$spec
   [ "$spec" = none ] && spec=""
   [ -n "$spec" ] || [ "$real" = 1 ] || die "no nodes asked for: give --nodes or --real-nodes 1"
   local total=0 n
@@ -239,7 +248,7 @@ cmd_up() {
   local BIN
   BIN=$(bash "$HERE/build-k8s.sh") || die "building the control plane failed (see above)"
   mkdir -p "$DIR/logs" "$DIR/pids"
-  echo "$real" >"$DIR/real-nodes"
+  echo "$real" >"$DIR/real-nodes"; echo "$asked_spec" >"$DIR/nodes-spec"
   pki; kubeconfig; stages "$BIN"
   trap 'say "interrupted; stopping"; stop_all; exit 1' INT TERM
   local P=$DIR/pki t0=$SECONDS
@@ -272,9 +281,13 @@ cmd_up() {
   wait_for kube-apiserver 90 "$BIN/kubectl" --kubeconfig="$KCFG" get --raw /readyz
 
   case "$down" in *" kube-controller-manager"*)
+  # --node-monitor-grace-period: nodes whose heartbeats stopped only because the API server
+  # was away (kstack's outage test keeps it down 30 s) are not marked NotReady. A real kubelet
+  # would mark its pods ready again afterwards; kwok leaves the Ready=False the node
+  # controller wrote, so the simulated cloud would stay unready for good.
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KCFG" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port="$KCM" --service-account-private-key-file="$P/sa.key" \
-    --root-ca-file="$P/ca.crt" --use-service-account-credentials=false --node-monitor-grace-period=40s \
+    --root-ca-file="$P/ca.crt" --use-service-account-credentials=false --node-monitor-grace-period=90s \
     --concurrent-deployment-syncs=20 --concurrent-replicaset-syncs=20 --concurrent-job-syncs=20 \
     --kube-api-qps=200 --kube-api-burst=400;;
   esac
