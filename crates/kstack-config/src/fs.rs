@@ -206,6 +206,19 @@ pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), FsError> {
     })
 }
 
+/// The mode to write `path` with when kstack wants `mode`: `mode` for a new file; for one that
+/// exists (a regular file, not followed through a link), only the permissions both allow, so a
+/// file's mode stays or tightens and never widens.
+pub fn keep_tighter(path: &Path, mode: u32) -> u32 {
+    #[cfg(unix)]
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && m.is_file()
+    {
+        return mode & std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777;
+    }
+    mode
+}
+
 /// The mode of a new passwords.yml: its owner alone may read it.
 pub const PASSWORDS_MODE: u32 = 0o600;
 

@@ -138,3 +138,35 @@ fn a_key_before_any_section_is_an_error_with_its_line() {
     assert_eq!((d.file.as_str(), d.line), ("config/global.conf", 2));
     insta::assert_snapshot!(render_plain(&loaded.diagnostics));
 }
+
+#[test]
+fn a_file_written_again_keeps_the_permissions_its_owner_took_away() {
+    use kstack_config::fs::keep_tighter;
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("out.yaml");
+    // A new file gets what kstack asks for.
+    assert_eq!(keep_tighter(&path, 0o644), 0o644);
+    std::fs::write(&path, "x").unwrap();
+    for (found, want, written) in [
+        (0o644, 0o644, 0o644),
+        (0o640, 0o644, 0o640),
+        (0o600, 0o644, 0o600),
+        (0o644, 0o600, 0o600),
+        (0o400, 0o644, 0o400),
+    ] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(found)).unwrap();
+        assert_eq!(
+            keep_tighter(&path, want),
+            written,
+            "found {found:o}, want {want:o}"
+        );
+    }
+    // A link is not followed: its target's mode says nothing about the file kstack writes.
+    let target = tmp.path().join("target");
+    std::fs::write(&target, "x").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = tmp.path().join("link");
+    symlink(&target, &link).unwrap();
+    assert_eq!(keep_tighter(&link, 0o644), 0o644);
+}

@@ -161,10 +161,12 @@ pub fn write_bundle(bundle: &ComposeBundle, dir: &Path) -> anyhow::Result<()> {
     write_file(&compose_path, bundle.to_yaml().as_bytes(), 0o644)
 }
 
-/// Creates or replaces a file with exactly `mode`: a secret is never readable by others, not
-/// even between creation and a later chmod.
+/// Creates or replaces a file with `mode`: a secret is never readable by others, not even
+/// between creation and a later chmod. A file that exists keeps any permission the operator
+/// took away ([`kstack_config::fs::keep_tighter`]): modes stay or tighten, never widen.
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mode = fs::keep_tighter(path, mode);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -250,6 +252,22 @@ mod tests {
         assert_eq!(
             mode(&tmp.path().join("config/keystone/keystone/config.json")),
             0o644
+        );
+    }
+
+    #[test]
+    fn a_mode_the_operator_tightened_is_kept_on_the_next_render() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bundle = compose::render(&config()).unwrap();
+        write_bundle(&bundle, tmp.path()).unwrap();
+        let compose_yaml = tmp.path().join(COMPOSE_FILE);
+        assert_eq!(mode(&compose_yaml), 0o644);
+        std::fs::set_permissions(&compose_yaml, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_bundle(&bundle, tmp.path()).unwrap();
+        assert_eq!(mode(&compose_yaml), 0o640, "widened again");
+        assert_eq!(
+            std::fs::read_to_string(&compose_yaml).unwrap(),
+            bundle.to_yaml()
         );
     }
 

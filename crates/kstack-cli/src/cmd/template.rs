@@ -134,9 +134,10 @@ fn write_config_files(files: &[ContainerFiles], dir: &Path) -> anyhow::Result<()
         std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         for f in &cf.files {
             let path = d.join(&f.name);
+            // A mode the operator tightened on an earlier render stays.
+            let mode = fs::keep_tighter(&path, if f.secret { 0o600 } else { 0o644 });
             // Replace, never follow, what is there: the mode must hold from the first byte.
             let _ = std::fs::remove_file(&path);
-            let mode = if f.secret { 0o600 } else { 0o644 };
             fs::create_new(&path, f.content.as_bytes(), mode)
                 .with_context(|| format!("writing {}", path.display()))?;
             n += 1;
