@@ -183,3 +183,10 @@ impl Cloud {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 }
+
+/// The (service, task) a bootstrap Job runs, from its labels: how the tests count Jobs per task.
+pub fn job_task(job: &Value) -> (String, String) {
+    let l = &job["metadata"]["labels"];
+    let label = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+    (label("app.kubernetes.io/name"), label("kstack.io/task"))
+}

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use anyhow::Context;
 use futures::TryStreamExt;
 use kstack_e2e::client;
-use kstack_e2e::cloud::{Cloud, NO_HOST_NETWORK};
+use kstack_e2e::cloud::{Cloud, NO_HOST_NETWORK, job_task};
 use kstack_engine::Cluster;
 use kstack_kube::KubeCluster;
 use kube::runtime::WatchStreamExt;
@@ -129,15 +129,7 @@ async fn a_deploy_killed_midway_converges_when_run_again() -> anyhow::Result<()>
     let objects = cloud.objects().await?;
     let mut per_task: BTreeMap<(String, String), u32> = BTreeMap::new();
     for o in objects.iter().filter(|o| o["kind"] == "Job") {
-        let l = &o["metadata"]["labels"];
-        let key = (
-            l["app.kubernetes.io/name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            l["kstack.io/task"].as_str().unwrap_or_default().to_owned(),
-        );
-        *per_task.entry(key).or_default() += 1;
+        *per_task.entry(job_task(o)).or_default() += 1;
         // Ran once: one successful pod, no failed one; a Job that existed before the kill is
         // the same object (never deleted and re-created).
         assert_eq!(o["status"]["succeeded"], 1, "{}", o["metadata"]["name"]);
@@ -552,15 +544,7 @@ async fn deploys_killed_at_random_points_converge_every_time() -> anyhow::Result
     let objects = cloud.objects().await?;
     let mut per_task: BTreeMap<(String, String), u32> = BTreeMap::new();
     for o in objects.iter().filter(|o| o["kind"] == "Job") {
-        let l = &o["metadata"]["labels"];
-        let key = (
-            l["app.kubernetes.io/name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            l["kstack.io/task"].as_str().unwrap_or_default().to_owned(),
-        );
-        *per_task.entry(key).or_default() += 1;
+        *per_task.entry(job_task(o)).or_default() += 1;
         assert_eq!(o["status"]["succeeded"], 1, "{}", o["metadata"]["name"]);
     }
     assert!(per_task.values().all(|n| *n == 1), "{per_task:?}");

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use kstack_e2e::cloud::{Cloud, NO_HOST_NETWORK};
+use kstack_e2e::cloud::{Cloud, NO_HOST_NETWORK, job_task};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
@@ -105,15 +105,7 @@ async fn a_deploy_rides_out_the_api_server_killed_for_30_seconds() -> anyhow::Re
     let objects = cloud.objects().await?;
     let mut per_task: BTreeMap<(String, String), u32> = BTreeMap::new();
     for o in objects.iter().filter(|o| o["kind"] == "Job") {
-        let l = &o["metadata"]["labels"];
-        let key = (
-            l["app.kubernetes.io/name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            l["kstack.io/task"].as_str().unwrap_or_default().to_owned(),
-        );
-        *per_task.entry(key).or_default() += 1;
+        *per_task.entry(job_task(o)).or_default() += 1;
         assert_eq!(o["status"]["succeeded"], 1, "{}", o["metadata"]["name"]);
     }
     assert!(!per_task.is_empty());
