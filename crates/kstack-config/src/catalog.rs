@@ -55,7 +55,10 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         }
         | CatalogIssue::BadStopSignal {
             service, container, ..
-        } => (service, Some(container)),
+        }
+        | CatalogIssue::StopTargetWithoutSignal { service, container } => {
+            (service, Some(container))
+        }
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
@@ -65,7 +68,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::NoContainers { .. }
         | CatalogIssue::UnknownFact { .. }
         | CatalogIssue::BadOwner { .. }
-        | CatalogIssue::BadStopSignal { .. } => format!("services.{service}.containers"),
+        | CatalogIssue::BadStopSignal { .. }
+        | CatalogIssue::StopTargetWithoutSignal { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };
     let mut line = 0;

@@ -159,8 +159,30 @@ pub struct Container {
     /// Compose gets `stop_signal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_signal: Option<String>,
+    /// Which processes get `stop_signal`. `main`: the service's process. `workers`: the
+    /// children of a pre-forking server whose parent reads that signal otherwise (glance-api's
+    /// workers finish their requests and exit on HUP, while its parent reloads on HUP and kills
+    /// its workers at once on TERM). Compose stops such a container with plain SIGTERM, as
+    /// `docker stop` signals only the container's first process.
+    #[serde(default, skip_serializing_if = "StopTarget::is_main")]
+    pub stop_signal_to: StopTarget,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+}
+
+/// The processes a container's `stop_signal` goes to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopTarget {
+    #[default]
+    Main,
+    Workers,
+}
+
+impl StopTarget {
+    pub fn is_main(&self) -> bool {
+        *self == StopTarget::Main
+    }
 }
 
 /// Signals a catalog's `stop_signal` may name.
@@ -526,6 +548,10 @@ pub enum CatalogIssue {
         container: String,
         signal: String,
     },
+    #[error(
+        "service `{service}`, container `{container}`: `stop_signal_to: workers` needs a `stop_signal` to send them"
+    )]
+    StopTargetWithoutSignal { service: String, container: String },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -646,6 +672,12 @@ impl Catalog {
                             message: e.to_string(),
                         });
                     }
+                }
+                if c.stop_signal.is_none() && !c.stop_signal_to.is_main() {
+                    issues.push(CatalogIssue::StopTargetWithoutSignal {
+                        service: name.clone(),
+                        container: c.name.clone(),
+                    });
                 }
                 if let Some(sig) = &c.stop_signal
                     && !STOP_SIGNALS.contains(&sig.as_str())

@@ -497,7 +497,11 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                         command: c.post_start.iter().map(|a| literal(a)).collect(),
                     }]
                 },
-                stop_signal: c.stop_signal.as_ref().map(|s| format!("SIG{s}")),
+                stop_signal: c
+                    .stop_signal
+                    .as_ref()
+                    .filter(|_| c.stop_signal_to.is_main())
+                    .map(|s| format!("SIG{s}")),
                 depends_on: waits.clone(),
                 labels: SingleNode::labels(name, "server"),
                 ..Default::default()

@@ -327,6 +327,24 @@ fn resources(globals: &Globals, service: &str) -> Option<ResourceRequirements> {
     })
 }
 
+/// The `preStop` script of a container with a graceful stop signal: the drain, then the signal,
+/// then a wait until what got it has exited (the pod's grace period bounds the wait).
+/// `main` signals PID 1, the image's init, which passes the signal on to the service's process.
+/// `workers` signals the children of that process (the init's oldest child): a pre-forking
+/// server's parent respawns a worker that exits, but those new workers get no connection after
+/// the drain and stop with the parent on SIGTERM.
+fn graceful_stop(sig: &str, to: catalog::StopTarget, drain: i64) -> String {
+    match to {
+        catalog::StopTarget::Main => {
+            format!("sleep {drain}; kill -{sig} 1; while kill -0 1 2>/dev/null; do sleep 1; done")
+        }
+        catalog::StopTarget::Workers => format!(
+            "sleep {drain}; w=$(pgrep -P \"$(pgrep -o -P 1)\"); [ -n \"$w\" ] || exit 0; \
+             kill -{sig} $w; for p in $w; do while kill -0 $p 2>/dev/null; do sleep 1; done; done"
+        ),
+    }
+}
+
 fn protocol(p: catalog::Protocol) -> String {
     match p {
         catalog::Protocol::Tcp => "TCP".into(),
@@ -842,9 +860,10 @@ impl Renderer<'_> {
                         command: Some(vec![
                             "/bin/sh".into(),
                             "-c".into(),
-                            format!(
-                                "sleep {}; kill -{sig} 1; while kill -0 1 2>/dev/null; do sleep 1; done",
-                                if drains { DRAIN_SECS } else { 0 }
+                            graceful_stop(
+                                sig,
+                                c.stop_signal_to,
+                                if drains { DRAIN_SECS } else { 0 },
                             ),
                         ]),
                     }),

@@ -1014,7 +1014,7 @@ fn pre_stop(c: &kstack_k8s::api::core::v1::Container) -> Option<Vec<String>> {
 }
 
 #[test]
-fn apache_services_stop_gracefully_after_the_drain_and_others_only_drain() {
+fn apache_and_glance_stop_gracefully_after_the_drain_and_others_only_drain() {
     let config = config(Globals::default());
     let r = kubernetes::render(&config).unwrap();
     let b = compose::render(&config).unwrap();
@@ -1037,12 +1037,42 @@ fn apache_services_stop_gracefully_after_the_drain_and_others_only_drain() {
             "{service}"
         );
     }
-    // uWSGI and eventlet services keep the plain drain.
+    // glance-api's workers get HUP (its parent would reload on it); Compose can signal only
+    // the first process, so it keeps SIGTERM there.
+    let c = workload_container(&r, "glance-api", "glance-api");
+    let hook = pre_stop(&c).expect("glance-api: no preStop exec");
+    let script = hook.last().unwrap();
+    let drain = script.find("sleep 5").expect("drains");
+    let workers = script
+        .find("w=$(pgrep -P \"$(pgrep -o -P 1)\")")
+        .expect("finds the workers");
+    let signal = script.find("kill -HUP $w").expect("graceful stop");
+    let wait = script.find("while kill -0 $p").expect("waits");
+    assert!(
+        drain < workers && workers < signal && signal < wait,
+        "{script}"
+    );
+    assert!(!script.contains("kill -HUP 1"), "{script}");
+    assert!(doc["services"]["glance-api"].get("stop_signal").is_none());
+    // uWSGI and other eventlet services keep the plain drain.
     let c = workload_container(&r, "nova-api", "nova-api");
     assert_eq!(pre_stop(&c), None);
     let sleep = c.lifecycle.unwrap().pre_stop.unwrap().sleep.unwrap();
     assert_eq!(sleep.seconds, 5);
     assert!(doc["services"]["nova-api"].get("stop_signal").is_none());
+}
+
+#[test]
+fn stopping_workers_without_a_signal_is_refused_by_the_catalog() {
+    let mut catalog = kstack_model::catalog::Catalog::builtin().unwrap();
+    let nova = catalog.services.get_mut("nova-scheduler").unwrap();
+    nova.containers[0].stop_signal_to = kstack_model::catalog::StopTarget::Workers;
+    let err = catalog.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("nova-scheduler")
+            && err.contains("`stop_signal_to: workers` needs a `stop_signal`"),
+        "{err}"
+    );
 }
 
 #[test]
