@@ -67,7 +67,7 @@ IMAGES=(
     nova-api nova-scheduler nova-conductor nova-novncproxy nova-compute nova-libvirt
     neutron-server neutron-openvswitch-agent neutron-dhcp-agent neutron-l3-agent neutron-metadata-agent
     openvswitch-db-server openvswitch-vswitchd
-    heat-api heat-engine horizon
+    heat-api heat-api-cfn heat-engine horizon
     cinder-api cinder-scheduler cinder-volume
     kolla-toolbox
 )
@@ -662,6 +662,7 @@ RUN touch /usr/local/bin/kolla_heat_extend_start && chmod 644 /usr/local/bin/kol
 EOF
 )"
 add heat-api "$(inter heat-base)" "$(install_file $K/heat/heat-api/extend_start.sh /usr/local/bin/kolla_heat_extend_start 644)"
+add heat-api-cfn "$(inter heat-base)" "$(install_file $K/heat/heat-api-cfn/extend_start.sh /usr/local/bin/kolla_heat_extend_start 644)"
 add heat-engine "$(inter heat-base)" "USER heat"
 
 add horizon "$(inter openstack)" "$(cat <<EOF

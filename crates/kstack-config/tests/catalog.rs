@@ -33,7 +33,7 @@ fn no_catalog_file_gives_builtin_and_enabled_services() {
         render_plain(&loaded.diagnostics)
     );
     let c = loaded.config.unwrap();
-    assert_eq!(c.catalog.services.len(), 25);
+    assert_eq!(c.catalog.services.len(), 26);
     assert!(c.enabled.contains("nova-api"));
     assert!(
         !c.enabled.contains("cinder-api"),

@@ -166,6 +166,11 @@ pub struct Container {
     /// `docker stop` signals only the container's first process.
     #[serde(default, skip_serializing_if = "StopTarget::is_main")]
     pub stop_signal_to: StopTarget,
+    /// Whether the process serves a WSGI application from a web server
+    /// ([`Container::serves_wsgi`]); when absent, a command that starts Apache or uWSGI does.
+    /// Set it for a start script that runs one (keystone's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wsgi: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
 }
@@ -211,6 +216,16 @@ impl Container {
             }
         }
         env
+    }
+
+    /// Whether the container's process is a web server running a Python WSGI application
+    /// (Apache's mod_wsgi or uWSGI) rather than an eventlet service: such a process has no
+    /// eventlet hub to send the message bus heartbeats, so oslo.messaging needs a thread of
+    /// its own for them, and names its queues after the service instead of the server binary.
+    pub fn serves_wsgi(&self) -> bool {
+        let program = self.command.split_whitespace().next().unwrap_or_default();
+        self.wsgi
+            .unwrap_or(program == "uwsgi" || program == "{apache_command}")
     }
 }
 
@@ -443,6 +458,14 @@ pub enum BootstrapKind {
         service_name: String,
         service_type: String,
         endpoints: Vec<Endpoint>,
+        /// `false` when the service runs as the user another registration of the same project
+        /// creates (heat-cfn runs as heat): this one then leaves the user alone.
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        register_user: bool,
+        /// Roles the project needs to exist in Keystone (Heat gives its stack users
+        /// `heat_stack_user`), created when missing.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        roles: Vec<String>,
     },
     /// Run a command in an image (the service's first image when absent).
     Command {
@@ -453,6 +476,14 @@ pub enum BootstrapKind {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env: BTreeMap<String, String>,
     },
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -794,7 +825,7 @@ mod tests {
     use super::*;
     use crate::graph::Graph;
 
-    const EXPECTED: [&str; 25] = [
+    const EXPECTED: [&str; 26] = [
         "mariadb",
         "rabbitmq",
         "memcached",
@@ -816,6 +847,7 @@ mod tests {
         "openvswitch-vswitchd",
         "horizon",
         "heat-api",
+        "heat-api-cfn",
         "heat-engine",
         "cinder-api",
         "cinder-scheduler",
@@ -824,6 +856,32 @@ mod tests {
 
     fn builtin() -> Catalog {
         Catalog::builtin().unwrap_or_else(|e| panic!("built-in catalog: {e}"))
+    }
+
+    #[test]
+    fn wsgi_servers_are_the_apache_and_uwsgi_containers() {
+        let c = builtin();
+        let mut wsgi: Vec<&str> = c
+            .services
+            .values()
+            .flat_map(|s| &s.containers)
+            .filter(|c| c.serves_wsgi())
+            .map(|c| c.name.as_str())
+            .collect();
+        wsgi.sort_unstable();
+        assert_eq!(
+            wsgi,
+            [
+                "cinder-api",
+                "heat-api",
+                "heat-api-cfn",
+                "horizon",
+                "keystone",
+                "nova-api",
+                "nova-metadata",
+                "placement-api"
+            ]
+        );
     }
 
     #[test]
@@ -1040,7 +1098,7 @@ services:
             "other fields kept"
         );
         assert_eq!(merged.services["barbican-api"].role, Role::Control);
-        assert_eq!(merged.services.len(), 26);
+        assert_eq!(merged.services.len(), 27);
     }
 
     #[test]

@@ -155,6 +155,9 @@ pub fn defaults() -> BTreeMap<String, Value> {
     // The limits libvirtd gives each QEMU process (0: leave the inherited ones).
     m.insert("qemu_max_files".into(), Value::from(32768));
     m.insert("qemu_max_processes".into(), Value::from(131_072));
+    // oslo.messaging: fanout on RabbitMQ streams, with the consumer prefetch they need.
+    m.insert("om_enable_rabbitmq_stream_fanout".into(), Value::Bool(true));
+    m.insert("om_rabbitmq_qos_prefetch_count".into(), Value::from(1));
     for (svc, default) in SERVICE_FLAGS {
         if let Some(b) = default {
             m.insert(format!("enable_{svc}"), Value::Bool(*b));
@@ -595,6 +598,22 @@ impl Globals {
         let keystone_admin_project = t.string("keystone_admin_project");
         let config_strategy = t.one_of("config_strategy", CONFIG_STRATEGIES);
         t.one_of("nova_compute_virt_type", VIRT_TYPES);
+        t.bool("om_enable_rabbitmq_stream_fanout");
+        let prefetch = &vars["om_rabbitmq_qos_prefetch_count"];
+        let n = prefetch
+            .as_u64()
+            .or_else(|| prefetch.as_str().and_then(|s| s.trim().parse().ok()));
+        if n.is_none_or(|n| n == 0 || n > u64::from(u16::MAX)) {
+            t.issue(
+                "om_rabbitmq_qos_prefetch_count",
+                None,
+                format!(
+                    "expected a whole number from 1 to 65535, found {}",
+                    describe(prefetch)
+                ),
+                "write e.g. `om_rabbitmq_qos_prefetch_count: 1` (the messages a consumer of a stream takes ahead; a stream needs at least 1)".into(),
+            );
+        }
         for key in ["qemu_max_files", "qemu_max_processes"] {
             let v = &vars[key];
             let n = v

@@ -59,6 +59,20 @@ impl Target {
         }
     }
 
+    /// The internal base URL of `service` on `port`: `http://<host>:<port>`.
+    pub fn url(&self, globals: &Globals, service: &str, port: u16) -> String {
+        format!("http://{}:{port}", self.host(globals, service, None))
+    }
+
+    /// The public base URL of `service` on `port`: on `kolla_external_fqdn` /
+    /// `kolla_external_vip_address` when set ([`Globals::public_host`]), else the internal one.
+    pub fn public_url(&self, globals: &Globals, service: &str, port: u16) -> String {
+        match globals.public_host() {
+            Some(h) => format!("http://{h}:{port}"),
+            None => self.url(globals, service, port),
+        }
+    }
+
     /// How many replicas of `service` run: `kstack_replicas` on Kubernetes, 1 on Compose.
     pub fn replicas(&self, globals: &Globals, service: &str) -> u32 {
         match self {
@@ -317,6 +331,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/heat/wsgi-heat-api.conf.j2"),
     ),
     (
+        "heat/wsgi-heat-api-cfn.conf.j2",
+        include_str!("../templates/heat/wsgi-heat-api-cfn.conf.j2"),
+    ),
+    (
         "cinder/cinder.conf.j2",
         include_str!("../templates/cinder/cinder.conf.j2"),
     ),
@@ -559,7 +577,8 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         secret.remove(k);
         m.insert(k.to_owned(), v);
     };
-    let url = |service: &str, port: u16| format!("http://{}:{port}", target.host(g, service, None));
+    let url = |service: &str, port: u16| target.url(g, service, port);
+    let public_url = |service: &str, port: u16| target.public_url(g, service, port);
 
     set("api_bind_address", Value::from("0.0.0.0"));
     let workers = g
@@ -575,6 +594,20 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .and_then(kstack_model::globals::parse_bool)
         .unwrap_or(false);
     set("debug", Value::from(if debug { "true" } else { "false" }));
+    // oslo.messaging's fanout on RabbitMQ streams (kolla-ansible's default) and the prefetch
+    // it needs (typed when globals.yml was loaded).
+    let stream_fanout = g
+        .vars
+        .get("om_enable_rabbitmq_stream_fanout")
+        .and_then(kstack_model::globals::parse_bool)
+        .unwrap_or(true);
+    set("rabbitmq_stream_fanout", Value::from(stream_fanout));
+    let prefetch = g
+        .vars
+        .get("om_rabbitmq_qos_prefetch_count")
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+        .unwrap_or(1);
+    set("rabbitmq_qos_prefetch_count", Value::from(prefetch));
     set(
         "enabled_services",
         Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
@@ -655,12 +688,6 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         "keystone_internal_url",
         Value::from(url("keystone", ks_port)),
     );
-    // Public endpoints: on `kolla_external_fqdn` / `kolla_external_vip_address` when set,
-    // else the internal ones.
-    let public_url = |service: &str, port: u16| match g.public_host() {
-        Some(h) => format!("http://{h}:{port}"),
-        None => url(service, port),
-    };
     set(
         "keystone_public_url",
         Value::from(public_url("keystone", ks_port)),
@@ -699,6 +726,12 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         Value::from(port(c, "neutron-server", "api", 9696)),
     );
     set("heat_port", Value::from(port(c, "heat-api", "api", 8004)));
+    let cfn_port = port(c, "heat-api-cfn", "api", 8000);
+    set("heat_cfn_port", Value::from(cfn_port));
+    set(
+        "heat_cfn_public_url",
+        Value::from(public_url("heat-api-cfn", cfn_port)),
+    );
     set(
         "cinder_port",
         Value::from(port(c, "cinder-api", "api", 8776)),
@@ -867,6 +900,7 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
             let ctx = context! {
                 service => name.as_str(),
                 container => c.name.as_str(),
+                wsgi => c.serves_wsgi(),
                 project => service.project.as_str(),
                 container_env => c.plain_env(&config.globals.vars),
                 container_secret_env => &c.secret_env,

@@ -126,10 +126,10 @@ pub fn service_url(
     port: &str,
     default: u16,
 ) -> String {
-    format!(
-        "http://{}:{}",
-        target.host(&config.globals, service, None),
-        port_of(config, service, port, default)
+    target.url(
+        &config.globals,
+        service,
+        port_of(config, service, port, default),
     )
 }
 
@@ -138,8 +138,7 @@ pub fn keystone_url(config: &Config, target: Target) -> String {
     service_url(config, target, "keystone", "api", 5000)
 }
 
-/// The public URL of a service's port: on `kolla_external_fqdn` / `kolla_external_vip_address`
-/// when set ([`kstack_model::globals::Globals::public_host`]), else its internal URL.
+/// The public URL of a service's port ([`Target::public_url`]).
 fn public_url(
     config: &Config,
     target: Target,
@@ -147,13 +146,11 @@ fn public_url(
     port_name: &str,
     default_port: u16,
 ) -> String {
-    match config.globals.public_host() {
-        Some(h) => format!(
-            "http://{h}:{}",
-            port_of(config, service, port_name, default_port)
-        ),
-        None => service_url(config, target, service, port_name, default_port),
-    }
+    target.public_url(
+        &config.globals,
+        service,
+        port_of(config, service, port_name, default_port),
+    )
 }
 
 /// The task of `service` (named `name`) for `target`. `files` are the rendered config files
@@ -381,10 +378,16 @@ pub fn task_spec(
             service_name,
             service_type,
             endpoints,
+            register_user,
+            roles,
         } => {
             let admin = password(config, name, &t.name, "keystone_admin_password")?;
-            let key = format!("{service_name}_keystone_password");
-            let user_pw = password(config, name, &t.name, &key)?;
+            let user_pw = if *register_user {
+                let key = format!("{service_name}_keystone_password");
+                Some(password(config, name, &t.name, &key)?)
+            } else {
+                None
+            };
             let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
             let clouds = format!(
                 "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
@@ -394,7 +397,6 @@ pub fn task_spec(
                 q(&g.keystone_admin_project),
                 q(&g.openstack_region_name),
             );
-            let host = target.host(g, name, None);
             let mut script = format!(
                 "#!/bin/bash\n\
                  # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
@@ -418,15 +420,30 @@ pub fn task_spec(
                 region_q = shell_word(&g.openstack_region_name),
             );
             for e in endpoints {
-                let url = format!("http://{host}:{}{}", e.port, e.path);
-                let public = match g.public_host() {
-                    Some(h) => format!("http://{h}:{}{}", e.port, e.path),
-                    None => url.clone(),
-                };
+                let url = format!("{}{}", target.url(g, name, e.port), e.path);
+                let public = format!("{}{}", target.public_url(g, name, e.port), e.path);
                 for (iface, url) in [("internal", &url), ("public", &public)] {
                     script.push_str(&format!("endpoint {iface} {}\n", shell_word(url)));
                 }
             }
+            for role in roles {
+                script.push_str(&format!(
+                    "openstack role show {r} >/dev/null 2>&1 || openstack role create {r}\n",
+                    r = shell_word(role)
+                ));
+            }
+            let mut files = vec![secret("clouds.yaml", clouds)];
+            let Some(user_pw) = user_pw else {
+                files.push(plain("run.sh", script));
+                return Ok(generated(
+                    config,
+                    name,
+                    t,
+                    g.image_ref("kolla_toolbox", "kolla-toolbox"),
+                    "ansible",
+                    files,
+                ));
+            };
             script.push_str(&format!(
                 "\nopenstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service\n\
                  password=$(cat {TASK_DIR}/service-password)\n\
@@ -445,11 +462,11 @@ pub fn task_spec(
                 t,
                 g.image_ref("kolla_toolbox", "kolla-toolbox"),
                 "ansible",
-                vec![
-                    secret("clouds.yaml", clouds),
-                    secret("service-password", user_pw.to_owned()),
-                    plain("run.sh", script),
-                ],
+                {
+                    files.push(secret("service-password", user_pw.to_owned()));
+                    files.push(plain("run.sh", script));
+                    files
+                },
             ))
         }
     }

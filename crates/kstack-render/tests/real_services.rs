@@ -66,6 +66,10 @@ const WSGI_SCRIPTS: &[(&str, &str)] = &[
         "/var/lib/kolla/venv/bin/heat-wsgi-api",
     ),
     (
+        "wsgi-heat-api-cfn.conf",
+        "/var/lib/kolla/venv/bin/heat-wsgi-api-cfn",
+    ),
+    (
         "horizon.conf",
         "/var/lib/kolla/venv/lib/python3/site-packages/openstack_dashboard/wsgi.py",
     ),

@@ -59,6 +59,18 @@ pub struct FakeState {
     /// Stack id → GETs answered so far.
     pub stacks: BTreeMap<String, u32>,
     deleted_stacks: BTreeSet<String>,
+    /// The catalog has no `cloudformation` endpoint (heat-api-cfn not deployed).
+    pub no_cfn: bool,
+    /// Stacks whose wait condition has not been signalled: they stay CREATE_IN_PROGRESS.
+    pub waiting: BTreeSet<String>,
+    /// Wait condition signals accepted (a pre-signed URL with its signature, status SUCCESS).
+    pub cfn_signals: u32,
+}
+
+/// The signature of the fake's pre-signed wait condition URL of stack `id`: a credential that
+/// must never appear in a report.
+pub fn cfn_signature(id: &str) -> String {
+    format!("FAKE-SIGNATURE-{id}")
 }
 
 impl FakeState {
@@ -110,10 +122,12 @@ impl FakeState {
             ("placement", "placement", format!("{b}/placement")),
             ("network", "neutron", format!("{b}/network")),
             ("orchestration", "heat", format!("{b}/heat/v1/{project_id}")),
+            ("cloudformation", "heat-cfn", format!("{b}/cfn/v1")),
         ];
         Value::Array(
             entries
                 .into_iter()
+                .filter(|(ty, _, _)| !(self.no_cfn && *ty == "cloudformation"))
                 .map(|(ty, name, url)| {
                     let url = if self.broken_type.as_deref() == Some(ty) {
                         format!("{b}/broken/{ty}")
@@ -215,6 +229,25 @@ async fn handle(
     if path == "/identity/v3/auth/tokens" && method == Method::POST {
         return auth(&mut st, &json_body);
     }
+    // A wait condition's pre-signed URL: no token, the signature in the query.
+    if let Some(id) = path.strip_prefix("/cfn/v1/waitcondition/")
+        && method == Method::PUT
+    {
+        let signed = uri
+            .query()
+            .is_some_and(|q| q.contains(&format!("Signature={}", cfn_signature(id))));
+        if !signed {
+            return reply(
+                403,
+                json!({ "Error": { "Code": "SignatureDoesNotMatch", "Message": "bad signature" } }),
+            );
+        }
+        if json_body["status"] != "SUCCESS" || !st.waiting.remove(id) {
+            return reply(400, json!({ "Error": { "Message": "unexpected signal" } }));
+        }
+        st.cfn_signals += 1;
+        return reply(200, json!({}));
+    }
     let token = headers
         .get("x-auth-token")
         .and_then(|h| h.to_str().ok())
@@ -233,6 +266,7 @@ async fn handle(
             reply(200, json!({ "versions": [] }))
         }
         ("GET", ["heat", "v1", _]) => reply(300, json!({ "versions": [] })),
+        ("GET", ["cfn", "v1"]) => reply(400, json!({ "Error": { "Message": "no Action" } })),
         // Keystone.
         ("POST", ["identity", "v3", "projects"]) => {
             let id = st.id("project");
@@ -461,7 +495,25 @@ async fn handle(
             }
             let id = st.id("stack");
             st.stacks.insert(id.clone(), 0);
+            if json_body["template"]["resources"]["wait"]["type"] == "OS::Heat::WaitCondition" {
+                st.waiting.insert(id.clone());
+            }
             reply(201, json!({ "stack": { "id": id, "links": [] } }))
+        }
+        ("GET", ["heat", "v1", _, "stacks", _name, id, "resources", "handle"]) => {
+            if !st.stacks.contains_key(*id) {
+                return not_found("stack");
+            }
+            let url = format!(
+                "{}/cfn/v1/waitcondition/{id}?SignatureMethod=HmacSHA256&AWSAccessKeyId=ak&Signature={}",
+                st.base,
+                cfn_signature(id)
+            );
+            let signal = json!({ "alarm_url": url }).to_string();
+            reply(
+                200,
+                json!({ "resource": { "resource_name": "handle", "resource_status": "CREATE_COMPLETE", "attributes": { "signal": signal } } }),
+            )
         }
         ("GET", ["heat", "v1", _, "stacks", _name, id]) => {
             if st.deleted_stacks.contains(*id) {
@@ -470,10 +522,11 @@ async fn handle(
                     json!({ "stack": { "id": id, "stack_status": "DELETE_COMPLETE" } }),
                 );
             }
+            let waiting = st.waiting.contains(*id);
             match st.stacks.get_mut(*id) {
                 Some(polls) => {
                     *polls += 1;
-                    let status = if *polls < 2 {
+                    let status = if *polls < 2 || waiting {
                         "CREATE_IN_PROGRESS"
                     } else {
                         "CREATE_COMPLETE"

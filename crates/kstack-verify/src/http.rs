@@ -165,6 +165,46 @@ impl Api {
         })
     }
 
+    /// PUTs `body` to a pre-signed URL (a Heat wait condition's), any status. The URL's query
+    /// is its credential: it is never logged nor put into an error, which name the URL as
+    /// [`presigned_display`] shows it.
+    pub async fn put_presigned(&self, url: &str, body: &Value) -> Result<Reply, CallError> {
+        let shown = presigned_display(url);
+        let fail = |message: String| CallError {
+            method: "PUT".to_owned(),
+            url: shown.clone(),
+            status: None,
+            message,
+        };
+        let resp = self
+            .client
+            .put(url)
+            .header("Accept", "application/json")
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| fail(transport_message(&e)))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| fail(format!("reading the answer: {}", transport_message(&e))))?
+            .to_vec();
+        tracing::debug!(
+            method = "PUT",
+            url = shown,
+            status,
+            bytes = body.len(),
+            "call"
+        );
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
     /// Sends one request and wants a 2xx answer: its headers and JSON body (`Null` when empty).
     pub async fn call(
         &self,
@@ -179,6 +219,14 @@ impl Api {
         }
         let v = reply.json();
         Ok((reply.headers, v))
+    }
+}
+
+/// A pre-signed URL as reports show it: without its query (the signature).
+pub(crate) fn presigned_display(url: &str) -> String {
+    match url.split_once('?') {
+        Some((path, _)) => format!("{path}?<signature>"),
+        None => url.to_owned(),
     }
 }
 

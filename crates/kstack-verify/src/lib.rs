@@ -204,7 +204,8 @@ pub enum Step {
     Flavor,
     /// A server on that image, flavor and network: ACTIVE, then deleted and gone.
     Server,
-    /// A one-resource Heat stack: CREATE_COMPLETE, then deleted.
+    /// A Heat stack: CREATE_COMPLETE, then deleted. With heat-api-cfn it has a wait condition,
+    /// signalled through the pre-signed URL Heat makes for it.
     Stack,
     /// Horizon's login page answers 200 with a login form.
     Horizon,

@@ -18,6 +18,7 @@ fn services(disabled: &[&str]) -> BTreeMap<String, ServiceInfo> {
         ("nova-compute", "nova", None),
         ("neutron-server", "neutron", Some("network")),
         ("heat-api", "heat", Some("orchestration")),
+        ("heat-api-cfn", "heat", Some("cloudformation")),
         ("heat-engine", "heat", None),
         ("horizon", "horizon", None),
         ("cinder-api", "cinder", Some("block-storage")),
@@ -130,7 +131,7 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
     );
     assert!(
         report.steps[1].detail.starts_with(
-            "6 public endpoints answer: identity, image, compute, placement, network, orchestration"
+            "7 public endpoints answer: identity, image, compute, placement, network, orchestration, cloudformation"
         ),
         "{}",
         report.steps[1].detail
@@ -149,6 +150,18 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
         );
     }
     assert!(st.called("PUT /network/v2.0/routers/router-"));
+    // The stack's wait condition was signalled through its pre-signed URL, whose signature
+    // (a credential) appears nowhere in the report or the events.
+    assert_eq!(st.cfn_signals, 1);
+    let stack = &report.steps[7];
+    assert!(
+        stack
+            .detail
+            .contains("wait condition signalled through heat-api-cfn"),
+        "{}",
+        stack.detail
+    );
+    assert!(!everything(&report, &events).contains("FAKE-SIGNATURE"));
     // Every step reported its start and end, in order.
     let starts: Vec<&String> = events.iter().filter(|e| e.starts_with("start ")).collect();
     assert_eq!(starts.len(), 9);
@@ -339,7 +352,7 @@ async fn a_broken_endpoint_fails_the_endpoint_step_naming_its_service() {
     assert!(
         failed
             .detail
-            .starts_with("1 of 6 endpoints failed: placement: GET http://127.0.0.1:"),
+            .starts_with("1 of 7 endpoints failed: placement: GET http://127.0.0.1:"),
         "{}",
         failed.detail
     );
@@ -534,4 +547,51 @@ async fn service_names_resolve_through_the_given_addresses() {
         failed.detail
     );
     assert_eq!(failed.call.as_ref().unwrap().status, None);
+}
+
+#[tokio::test]
+async fn without_heat_api_cfn_the_stack_has_no_wait_condition() {
+    let fake = fake::start().await;
+    fake.lock().unwrap().no_cfn = true;
+    let mut s = settings(&fake, &[]);
+    s.services.remove("heat-api-cfn");
+    let (report, _) = verify(&s).await;
+    assert!(report.passed, "{report:#?}");
+    let st = fake.lock().unwrap();
+    assert_eq!(st.cfn_signals, 0);
+    assert!(
+        st.calls.iter().all(|c| !c.contains("/resources/handle")),
+        "{:?}",
+        st.calls
+    );
+    assert!(
+        report.steps[7]
+            .detail
+            .starts_with("OS::Heat::RandomString stack CREATE_COMPLETE"),
+        "{}",
+        report.steps[7].detail
+    );
+}
+
+#[tokio::test]
+async fn a_refused_wait_condition_signal_fails_the_stack_step_without_its_signature() {
+    let fake = fake::start().await;
+    fake.lock().unwrap().faults.push(Fault {
+        method: "PUT".into(),
+        path: "/cfn/v1/waitcondition/".into(),
+        status: 403,
+        body: r#"{"Error": {"Code": "SignatureDoesNotMatch", "Message": "The request signature we calculated does not match"}}"#.into(),
+        echo: false,
+    });
+    let s = settings(&fake, &[]);
+    let (report, events) = verify(&s).await;
+    assert!(!report.passed);
+    let stack = report.steps.iter().find(|r| r.step == Step::Stack).unwrap();
+    assert_eq!(stack.result, Outcome::Failed);
+    let text = everything(&report, &events);
+    assert!(text.contains("/cfn/v1/waitcondition/stack-"), "{text}");
+    assert!(text.contains("HTTP 403"), "{text}");
+    assert!(!text.contains("FAKE-SIGNATURE"), "{text}");
+    // The stack is still deleted by cleanup.
+    assert_eq!(fake.lock().unwrap().leftovers(), Vec::<String>::new());
 }
