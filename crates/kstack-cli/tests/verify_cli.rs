@@ -127,7 +127,8 @@ fn a_healthy_cloud_passes_with_exit_0_and_leaves_nothing_behind() {
         "{stdout}"
     );
     // The services kstack's catalog registers, and no more, were probed.
-    assert!(stdout.contains("6 public endpoints answer"), "{stdout}");
+    assert!(stdout.contains("7 public endpoints answer"), "{stdout}");
+    assert!(stdout.contains("orchestration, cloudformation"), "{stdout}");
     assert_eq!(cloud.lock().unwrap().leftovers(), Vec::<String>::new());
     assert!(!stdout.contains(fake::ADMIN_PASSWORD) && !stderr.contains(fake::ADMIN_PASSWORD));
 }
