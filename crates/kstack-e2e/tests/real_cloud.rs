@@ -112,7 +112,110 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
             .join(", ")
     );
 
+    data_directories_are_written_by_their_services(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await
+}
+
+/// The data directories as the host sees them (the real node's hostPath volumes): each
+/// belongs to its service's Kolla user (uids of Kolla's `users.py`, which the images keep) and
+/// holds what the service wrote there as that user. This is what config.json's `permissions`
+/// are for: a claim's new directory belongs to root until `kolla_set_configs` hands it over.
+async fn data_directories_are_written_by_their_services(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    use kstack_k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use std::os::unix::fs::MetadataExt as _;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let host_path = |claim: &'static str| {
+        let (claims, volumes) = (claims.clone(), volumes.clone());
+        async move {
+            let pvc = claims
+                .get(claim)
+                .await
+                .with_context(|| format!("claim {claim}"))?;
+            let pv = pvc
+                .spec
+                .and_then(|s| s.volume_name)
+                .with_context(|| format!("claim {claim} is not bound"))?;
+            let path = volumes
+                .get(&pv)
+                .await?
+                .spec
+                .and_then(|s| s.host_path)
+                .map(|h| h.path)
+                .with_context(|| format!("volume {pv} of claim {claim} is no hostPath"))?;
+            Ok::<_, anyhow::Error>(std::path::PathBuf::from(path))
+        }
+    };
+    // (service, its directory on the host, Kolla uid, what the service writes there).
+    let checks = [
+        (
+            "mariadb",
+            host_path("mariadb-mariadb-0").await?,
+            42434,
+            &["ibdata1", "grastate.dat", "mysql"][..],
+        ),
+        (
+            "rabbitmq",
+            host_path("rabbitmq-rabbitmq-0").await?,
+            42439,
+            &["mnesia"][..],
+        ),
+        (
+            "keystone",
+            host_path("keystone-keystone-fernet-tokens").await?,
+            42425,
+            &["0", "1"][..],
+        ),
+        (
+            "glance-api",
+            host_path("glance-api-glance").await?,
+            42415,
+            &["images"][..],
+        ),
+        (
+            "nova-compute",
+            "/var/lib/kstack/nova".into(),
+            42436,
+            &["compute_id", "instances"][..],
+        ),
+    ];
+    for (service, dir, uid, written) in checks {
+        let owner = std::fs::metadata(&dir)
+            .with_context(|| format!("{service}: {}", dir.display()))?
+            .uid();
+        assert_eq!(
+            owner,
+            uid,
+            "{service}: {} belongs to uid {owner}",
+            dir.display()
+        );
+        for name in written {
+            let path = dir.join(name);
+            let meta = std::fs::metadata(&path).with_context(|| {
+                format!(
+                    "{service} did not write {} (its directory holds {:?})",
+                    path.display(),
+                    std::fs::read_dir(&dir)
+                        .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+                        .unwrap_or_default()
+                )
+            })?;
+            assert_eq!(
+                meta.uid(),
+                uid,
+                "{service}: {} belongs to uid {}",
+                path.display(),
+                meta.uid()
+            );
+        }
+    }
+    eprintln!(
+        "data directories: mariadb, rabbitmq, keystone, glance and nova-compute wrote theirs as their Kolla users"
+    );
+    Ok(())
 }
 
 /// The image tag of the cloud's images rebuilt under another tag (`hack/images.sh --tag`),
