@@ -295,3 +295,53 @@ fn an_override_setting_a_credential_keeps_its_file_secret() {
         assert!(secret(&files, "neutron-server", "ml2_conf.ini"), "{over}");
     }
 }
+
+/// oslo.messaging's queue manager names reply and fanout queues under a file lock: a process
+/// that makes RPC calls with it fails every call without `[oslo_concurrency] lock_path`
+/// (heat-api answered 400 to every stack create). Keystone only sends notifications, which
+/// name no queue.
+#[test]
+fn every_rpc_process_with_the_queue_manager_has_a_lock_path() {
+    let serde_json::Value::Object(vars) = serde_json::json!({ "enable_cinder": true }) else {
+        unreachable!()
+    };
+    let config = Config::from_parts(
+        Globals::from_vars(&vars.into_iter().collect()).unwrap(),
+        kstack_config::testing::passwords(7),
+        BTreeMap::new(),
+        Catalog::builtin().unwrap(),
+    );
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let mut checked = Vec::new();
+    for cf in &files {
+        for f in &cf.files {
+            if !f.content.contains("use_queue_manager = true") || cf.service == "keystone" {
+                continue;
+            }
+            let section = f
+                .content
+                .split("\n[")
+                .find(|s| s.starts_with("oslo_concurrency]"));
+            assert!(
+                section.is_some_and(|s| s.contains("\nlock_path = /var/lib/")),
+                "{}/{}/{}: no [oslo_concurrency] lock_path",
+                cf.service,
+                cf.container,
+                f.name
+            );
+            checked.push(cf.service.clone());
+        }
+    }
+    for service in [
+        "heat-api",
+        "heat-engine",
+        "nova-api",
+        "neutron-server",
+        "cinder-api",
+    ] {
+        assert!(
+            checked.iter().any(|s| s == service),
+            "{service} not checked: {checked:?}"
+        );
+    }
+}
