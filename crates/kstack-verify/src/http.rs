@@ -270,7 +270,8 @@ fn own_message(e: &reqwest::Error) -> String {
     s
 }
 
-/// The error message of an OpenStack answer. Keystone and Heat send `{"error": {"message"}}`,
+/// The error message of an OpenStack answer. Keystone and Heat send `{"error": {"message"}}`
+/// (Heat only `{"error": {"type"}}` for an error it does not show),
 /// Nova `{"badRequest": {"message"}}` (any fault name), Neutron `{"NeutronError":
 /// {"message"}}`, Glance and WSGI servers often plain text or HTML.
 pub fn error_message(body: &[u8]) -> String {
@@ -287,6 +288,14 @@ pub fn error_message(body: &[u8]) -> String {
                     o.values().find_map(|inner| {
                         text(&inner["message"]).or_else(|| text(&inner["detail"]))
                     })
+                })
+            })
+            // Heat leaves out the message of an error it does not call safe, but names its type.
+            .or_else(|| {
+                let ty = text(&v["error"]["type"])?;
+                Some(match text(&v["explanation"]) {
+                    Some(e) => format!("{e} ({ty})"),
+                    None => ty,
                 })
             })
             .or_else(|| text(&v["explanation"]))
@@ -350,6 +359,10 @@ mod tests {
             (
                 r#"{"explanation": "The server could not comply", "code": 400, "error": {"message": "Property error: x", "type": "StackValidationFailed"}, "title": "Bad Request"}"#,
                 "Property error: x",
+            ),
+            (
+                r#"{"explanation": "The server could not comply", "code": 400, "error": {"traceback": null, "type": "ValueError"}, "title": "Bad Request"}"#,
+                "The server could not comply (ValueError)",
             ),
             (
                 "<html><head><title>413 Request Entity Too Large</title></head><body><h1>413 Request Entity Too Large</h1>Image exceeds the storage quota</body></html>",
