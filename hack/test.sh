@@ -21,6 +21,13 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== unit, snapshot and CLI tests"
 cargo test --workspace --exclude kstack-e2e
+echo "== end-to-end test binaries, on the build above"
+e2e_build=$(cargo test -p kstack-e2e --no-run 2>&1) || { echo "$e2e_build" >&2; exit 1; }
+rebuilt=$(sed -n 's/^ *Compiling \([^ ]*\) .*/\1/p' <<<"$e2e_build" | grep -v '^kstack' || true)
+if [ -n "$rebuilt" ]; then
+  echo "note: the end-to-end tests compiled $(wc -w <<<"$rebuilt") shared crates again, as their" \
+    "features differ from the workspace's (align them in crates/kstack-e2e/Cargo.toml):" $rebuilt
+fi
 
 echo "== Compose target output against the Compose specification schema"
 cargo build -q --bin kstack
