@@ -43,6 +43,24 @@ pub fn hash(bytes: &[u8]) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The [`HASH_ANNOTATION`] of an object: the hash of its manifest, but of a Secret's manifest
+/// without its data. The hash lands where more people may read it than the Secret (the release
+/// record is a ConfigMap, `kstack plan -o json` prints it), and an unkeyed hash of a Secret's
+/// data would let them test guesses of a password offline. Leaving the data out loses nothing:
+/// a Secret's name carries the keyed hash of its content and Secrets are immutable, so other
+/// data is another Secret.
+fn applied_hash(object: &Object, manifest: &Value) -> String {
+    if matches!(object, Object::Secret(_)) {
+        let mut m = manifest.clone();
+        if let Some(o) = m.as_object_mut() {
+            o.remove("data");
+            o.remove("stringData");
+        }
+        return hash(&serde_json::to_vec(&m).unwrap_or_default());
+    }
+    hash(&serde_json::to_vec(manifest).unwrap_or_default())
+}
+
 /// What an object is for in the step graph.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,7 +90,7 @@ pub struct DesiredObject {
 impl DesiredObject {
     fn new(object: &Object) -> DesiredObject {
         let mut manifest = object.to_json_value();
-        let hash = hash(&serde_json::to_vec(&manifest).unwrap_or_default());
+        let hash = applied_hash(object, &manifest);
         if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
             let annotations = meta
                 .entry("annotations")

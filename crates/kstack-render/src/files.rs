@@ -149,6 +149,11 @@ pub enum RenderError {
         task: String,
         key: String,
     },
+    /// passwords.yml has no key for the names of the Secrets ([`crate::kubernetes::SecretNames`]).
+    #[error(
+        "passwords.yml has no value for `{key}`, the key that names the Secrets carrying passwords; run `kstack genpwd`"
+    )]
+    MissingNameKey { key: &'static str },
     /// A passwords.yml value a container's env needs is missing or empty.
     #[error(
         "service {service}, container {container}: passwords.yml has no value for `{key}`; run `kstack genpwd`"

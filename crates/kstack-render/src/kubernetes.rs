@@ -23,11 +23,14 @@
 //!   Secrets projected at [`KOLLA_CONFIG_DIR`] and its secret env a `secretKeyRef` on an
 //!   immutable Secret.
 //!
-//! No secret is ever an env literal: passwords reach env only through `secretKeyRef`.
+//! No secret is ever an env literal: passwords reach env only through `secretKeyRef`. The hash
+//! in a Secret's name is keyed ([`SecretNames`]), so the name tells nothing of what it holds.
 
 use std::collections::BTreeMap;
 
+use hmac::{Hmac, Mac};
 use kstack_config::Config;
+use kstack_config::passwords;
 use kstack_k8s::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
     RollingUpdateDeployment, StatefulSet, StatefulSetSpec,
@@ -130,9 +133,50 @@ impl KollaConfig {
     }
 }
 
-/// First 10 hex digits of the SHA-256 of `bytes`: the suffix of content-named objects.
+/// First 10 hex digits of the SHA-256 of `bytes`: the suffix of content-named objects that
+/// carry no secret (ConfigMaps, Jobs, per-host variants).
 pub fn short_hash(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))[..10].to_owned()
+}
+
+/// Names the Secrets: first 10 hex digits of the HMAC-SHA-256 of their content under
+/// passwords.yml's [`passwords::NAME_KEY`]. Anyone who may read pod specs sees a Secret's name;
+/// with an unkeyed hash, the name of an env Secret holding one password would confirm guesses
+/// of that password offline. With the key, the name is still fixed by the content (an
+/// unchanged Secret keeps its name, a changed one rolls its pods) but says nothing about it.
+#[derive(Clone)]
+pub struct SecretNames {
+    key: Vec<u8>,
+}
+
+impl SecretNames {
+    /// The namer of a config directory's Secrets; [`RenderError::MissingNameKey`] when
+    /// passwords.yml has no key.
+    pub fn of(config: &Config) -> Result<SecretNames, RenderError> {
+        let key = config
+            .passwords
+            .get(passwords::NAME_KEY)
+            .ok_or(RenderError::MissingNameKey {
+                key: passwords::NAME_KEY,
+            })?;
+        Ok(SecretNames {
+            key: key.as_bytes().to_vec(),
+        })
+    }
+
+    /// The hash suffix of a Secret holding `bytes`.
+    pub fn hash(&self, bytes: &[u8]) -> String {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        mac.update(bytes);
+        hex::encode(mac.finalize().into_bytes())[..10].to_owned()
+    }
+}
+
+impl std::fmt::Debug for SecretNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretNames(<key redacted>)")
+    }
 }
 
 fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
@@ -405,6 +449,7 @@ pub fn render(config: &Config) -> Result<Rendered, RenderError> {
         config,
         globals,
         files: &files,
+        names: SecretNames::of(config)?,
     };
     let mut objects = vec![Object::Namespace(namespace(globals))];
     for (name, service) in &config.catalog.services {
@@ -423,6 +468,7 @@ struct Renderer<'a> {
     config: &'a Config,
     globals: &'a Globals,
     files: &'a [ContainerFiles],
+    names: SecretNames,
 }
 
 /// One container's config files as objects and the projected volume that mounts them.
@@ -470,15 +516,21 @@ fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
 }
 
 /// One file as its own immutable object, named `<prefix>-<hash of the content>`: a Secret if
-/// it carries a passwords.yml value, else a ConfigMap. Returns it with its volume projection
+/// it carries a passwords.yml value (its hash keyed, [`SecretNames`]), else a ConfigMap. Returns it with its volume projection
 /// (the file name as key and path).
 fn file_object(
     globals: &Globals,
+    names: &SecretNames,
     prefix: &str,
     labels: BTreeMap<String, String>,
     file: &RenderedFile,
 ) -> (Object, VolumeProjection) {
-    let name = format!("{prefix}-{}", short_hash(file.content.as_bytes()));
+    let hash = if file.secret {
+        names.hash(file.content.as_bytes())
+    } else {
+        short_hash(file.content.as_bytes())
+    };
+    let name = format!("{prefix}-{hash}");
     let items = Some(vec![KeyToPath {
         key: file.name.clone(),
         path: file.name.clone(),
@@ -523,20 +575,21 @@ fn file_object(
     }
 }
 
-/// Files as objects, mounted together read-only at `mount_path` through one projected volume.
+/// Files as objects, mounted together read-only at `mount_path` through one projected volume
+/// named `volume_name`.
 fn files_volume(
     globals: &Globals,
+    names: &SecretNames,
     owner: &str,
     prefix: impl Fn(&RenderedFile) -> String,
     labels: &BTreeMap<String, String>,
     files: &[RenderedFile],
-    volume_name: &str,
-    mount_path: &str,
+    (volume_name, mount_path): (&str, &str),
 ) -> ContainerParts {
     let mut objects = Vec::new();
     let mut sources = Vec::new();
     for f in files {
-        let (o, p) = file_object(globals, &prefix(f), labels.clone(), f);
+        let (o, p) = file_object(globals, names, &prefix(f), labels.clone(), f);
         debug_assert_eq!(o.service(), Some(owner));
         objects.push(o);
         sources.push(p);
@@ -561,10 +614,16 @@ fn files_volume(
 }
 
 /// The objects and volume of one container's Kolla config directory, owned by `owner`.
-fn config_parts(globals: &Globals, owner: &str, files: &ContainerFiles) -> ContainerParts {
+fn config_parts(
+    globals: &Globals,
+    names: &SecretNames,
+    owner: &str,
+    files: &ContainerFiles,
+) -> ContainerParts {
     let container = &files.container;
     files_volume(
         globals,
+        names,
         owner,
         |f| {
             if f.name == "config.json" {
@@ -575,8 +634,7 @@ fn config_parts(globals: &Globals, owner: &str, files: &ContainerFiles) -> Conta
         },
         &labels(owner, "config"),
         &files.files,
-        &format!("kolla-config-{container}"),
-        KOLLA_CONFIG_DIR,
+        (&format!("kolla-config-{container}"), KOLLA_CONFIG_DIR),
     )
 }
 
@@ -603,11 +661,12 @@ fn env(globals: &Globals, c: &catalog::Container) -> Vec<EnvVar> {
     env
 }
 
-/// Env from passwords: the values go into one immutable Secret (`<prefix>-env-<hash>`, e.g.
-/// `<service>-<task>` or `<service>-<container>`) and the env vars refer to it by
+/// Env from passwords: the values go into one immutable Secret (`<prefix>-env-<keyed hash>`,
+/// e.g. `<service>-<task>` or `<service>-<container>`) and the env vars refer to it by
 /// `secretKeyRef`.
 fn secret_env(
     globals: &Globals,
+    names: &SecretNames,
     prefix: &str,
     labels: BTreeMap<String, String>,
     pairs: &[(&str, &str)],
@@ -616,7 +675,7 @@ fn secret_env(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
         .collect();
-    let hash = short_hash(&serde_json::to_vec(&data).expect("env data serializes"));
+    let hash = names.hash(&serde_json::to_vec(&data).expect("env data serializes"));
     let name = format!("{prefix}-env-{hash}");
     let vars = pairs
         .iter()
@@ -689,6 +748,7 @@ impl Renderer<'_> {
             let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             let (secret, vars) = secret_env(
                 globals,
+                &self.names,
                 &format!("{name}-{}", c.name),
                 labels(name, "config"),
                 &pairs,
@@ -802,7 +862,10 @@ impl Renderer<'_> {
         let mut m = BTreeMap::new();
         for c in &service.containers {
             if let Some(files) = self.container_files(name, &c.name, host) {
-                m.insert(c.name.clone(), config_parts(self.globals, name, files));
+                m.insert(
+                    c.name.clone(),
+                    config_parts(self.globals, &self.names, name, files),
+                );
             }
         }
         m
@@ -951,15 +1014,15 @@ impl Renderer<'_> {
                 container,
             } => self
                 .container_files(src, container, None)
-                .map(|f| config_parts(globals, name, f)),
+                .map(|f| config_parts(globals, &self.names, name, f)),
             FilesOf::Task => Some(files_volume(
                 globals,
+                &self.names,
                 name,
                 |f| format!("{name}-{}-{}", task.name, slug(&f.name)),
                 &task_labels(name, &task.name),
                 &spec.files,
-                "kolla-config-task",
-                KOLLA_CONFIG_DIR,
+                ("kolla-config-task", KOLLA_CONFIG_DIR),
             )),
         };
         let mut env: Vec<EnvVar> = spec
@@ -972,6 +1035,7 @@ impl Renderer<'_> {
             let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             let (secret, vars) = secret_env(
                 globals,
+                &self.names,
                 &format!("{name}-{}", task.name),
                 task_labels(name, &task.name),
                 &pairs,

@@ -213,3 +213,98 @@ proptest! {
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }
 }
+
+/// The names of the Secrets of a render, by the prefix before their hash, with the bytes that
+/// hash covers (a file's content, or an env Secret's data as JSON).
+fn secret_names(r: &kstack_render::Rendered) -> Vec<(String, String, Vec<u8>)> {
+    r.objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Secret(s) => {
+                let name = o.name().to_owned();
+                let (prefix, hash) = name.rsplit_once('-').unwrap();
+                let data = s.data.clone().unwrap_or_default();
+                let hashed = if prefix.ends_with("-env") {
+                    serde_json::to_vec(&data).unwrap()
+                } else {
+                    data.into_values().next().unwrap().0
+                };
+                Some((prefix.to_owned(), hash.to_owned(), hashed))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_secret_name_is_a_keyed_hash_that_tells_nothing_of_the_content() {
+    let (pw, _) = passwords_around("", "");
+    let first = kubernetes::render(&config(pw.clone())).unwrap();
+    let secrets = secret_names(&first);
+    assert!(secrets.len() >= 20, "{} Secrets", secrets.len());
+    assert!(
+        secrets.iter().any(|(p, _, _)| p.ends_with("-env")),
+        "env Secrets are checked too"
+    );
+    // Whoever may read a pod spec sees these names. With a plain SHA-256 of the content (the
+    // env Secret of a health check holds one password), the name would confirm a guessed
+    // password offline.
+    for (prefix, hash, content) in &secrets {
+        assert_ne!(
+            hash,
+            &kubernetes::short_hash(content),
+            "Secret {prefix}-{hash} is named by the unkeyed hash of its content"
+        );
+    }
+
+    // Another key: every Secret gets another name, no ConfigMap does, and the content is the
+    // same.
+    let mut other = pw.clone();
+    other.entries.insert(
+        passwords::NAME_KEY.to_owned(),
+        Secret::Value("another-name-key-0123456789".into()),
+    );
+    let second = kubernetes::render(&config(other)).unwrap();
+    // By prefix and content (two containers may share a prefix with different files).
+    let by_content = |names: &[(String, String, Vec<u8>)]| {
+        names
+            .iter()
+            .map(|(p, h, c)| ((p.clone(), kubernetes::short_hash(c)), h.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (before, after) = (by_content(&secrets), by_content(&secret_names(&second)));
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "the same Secrets with the same content"
+    );
+    for (key, h1) in &before {
+        assert_ne!(
+            h1, &after[key],
+            "Secret {}: the name does not depend on the key",
+            key.0
+        );
+    }
+    let config_maps = |r: &kstack_render::Rendered| -> Vec<String> {
+        r.objects
+            .iter()
+            .filter(|o| matches!(o, Object::ConfigMap(_)))
+            .map(|o| o.name().to_owned())
+            .collect()
+    };
+    assert_eq!(config_maps(&first), config_maps(&second));
+
+    // The same key and content: the same names, so an unchanged Secret never rolls its pods.
+    let again = kubernetes::render(&config(pw)).unwrap();
+    assert_eq!(secret_names(&again), secrets);
+}
+
+#[test]
+fn without_the_name_key_rendering_stops_naming_the_key_and_genpwd() {
+    let (mut pw, values) = passwords_around("", "");
+    pw.entries.remove(passwords::NAME_KEY);
+    let err = kubernetes::render(&config(pw)).unwrap_err().to_string();
+    assert!(err.contains(passwords::NAME_KEY), "{err}");
+    assert!(err.contains("kstack genpwd"), "{err}");
+    assert!(leak(&err, &values).is_none(), "{err}");
+}
