@@ -169,3 +169,52 @@ fn template_rbac_is_least_privilege() {
         }
     }
 }
+
+/// A catalog.yml that loads but cannot be rendered: a config file kstack has no template for.
+const UNRENDERABLE_CATALOG: &str = r#"services:
+  memcached:
+    containers:
+      - name: memcached
+        image: memcached
+        command: /usr/bin/memcached -v -l 0.0.0.0 -p 11211
+        user: memcached
+        config_files:
+          - { template: nope.conf, dest: /etc/nope.conf, owner: memcached, perm: "0600" }
+        healthcheck:
+          test: { exec: { command: [healthcheck_listen, memcached, "11211"] } }
+"#;
+
+#[test]
+fn a_config_that_loads_but_cannot_render_exits_2_in_every_command() {
+    let tmp = config_dir("");
+    std::fs::write(tmp.path().join("catalog.yml"), UNRENDERABLE_CATALOG).unwrap();
+    let d = tmp.path().to_str().unwrap();
+    let out_dir = tmp.path().join("compose-out");
+    let out_dir = out_dir.to_str().unwrap();
+    for args in [
+        &["validate"][..],
+        &["template"],
+        &["template", "--target", "compose", "-o", out_dir],
+        &["deploy", "--target", "compose", "--compose-dir", out_dir],
+        &["deploy"],
+        &["plan"],
+        &["status"],
+        &["history"],
+        &["rollback", "memcached"],
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--config-dir", d, "--kubeconfig", "/nonexistent"]);
+        let out = kstack(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no template `memcached/nope.conf.j2`"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert!(
+        !std::path::Path::new(out_dir).exists(),
+        "nothing written for a config that cannot render"
+    );
+}

@@ -10,7 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Context as _;
 use kstack_config::{Config, fs};
-use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, ComposeError, HEADER};
+use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, HEADER};
 
 /// Exit code of `kstack deploy --target compose` when no Docker engine answers `docker info`.
 pub const NO_DOCKER: u8 = 3;
@@ -99,13 +99,11 @@ pub fn deploy(config_dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCo
     }
 }
 
-/// Renders; a catalog the Compose target cannot map (a name clash, a task naming no container,
-/// an empty password a task needs) is bad input (exit 2), like an invalid config.
+/// Renders; a config the Compose target cannot render (a template error, a name clash, a task
+/// naming no container, an empty password a task needs) is bad input (exit 2), as in every
+/// command.
 fn render(config: &Config) -> anyhow::Result<ComposeBundle> {
-    compose::render(config).map_err(|e| match e {
-        ComposeError::Render(e) => anyhow::Error::new(e),
-        other => super::InputError(other.to_string()).into(),
-    })
+    compose::render(config).map_err(|e| super::InputError(e.to_string()).into())
 }
 
 /// Whether a Docker engine answers (`docker info` exits 0). No docker binary counts as no.

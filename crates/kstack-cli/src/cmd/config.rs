@@ -8,6 +8,21 @@ use std::process::ExitCode;
 use anyhow::Context;
 use kstack_config::{Diag, fs, genpwd, passwords, templates};
 
+/// What rendering `config` reports: an error when the Kubernetes target cannot render it, a
+/// warning when only the single-node Compose target cannot (a catalog whose names clash on one
+/// node, say), since a cloud on Kubernetes does not need that one.
+fn render_problems(config: &kstack_config::Config) -> (Option<String>, Option<String>) {
+    match kstack_render::kubernetes::render(config) {
+        Err(e) => (Some(e.to_string()), None),
+        Ok(_) => (
+            None,
+            kstack_render::compose::render(config).err().map(|e| {
+                format!("the Compose target (`--target compose`) cannot render this: {e}")
+            }),
+        ),
+    }
+}
+
 /// Where the config directory is: `--config-dir`, else $KSTACK_CONFIG_DIR, else /etc/kstack.
 ///
 /// `--config-dir` is a global option (before or after the sub-command, like kubectl's flags):
@@ -163,8 +178,21 @@ fn genpwd_cmd(dir: &Path) -> anyhow::Result<ExitCode> {
 fn validate(dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = fs::load_dir(dir)?;
     report(&loaded.diagnostics);
-    let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
-    let warnings = loaded.diagnostics.len() - errors;
+    let mut errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
+    let mut warnings = loaded.diagnostics.len() - errors;
+    // A directory that loads can still fail to render (an override a template cannot use, a
+    // password a task needs): validate renders it, so `deploy` finds nothing new.
+    if let Some(config) = loaded.config.as_ref().filter(|_| errors == 0) {
+        let (error, warning) = render_problems(config);
+        if let Some(e) = error {
+            eprintln!("error: {e}");
+            errors += 1;
+        }
+        if let Some(w) = warning {
+            eprintln!("warning: {w}");
+            warnings += 1;
+        }
+    }
     if errors > 0 {
         eprintln!(
             "{}: invalid ({errors} errors, {warnings} warnings)",

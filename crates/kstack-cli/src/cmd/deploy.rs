@@ -179,7 +179,8 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
     let Some(config) = load(target)? else {
         return Ok(ExitCode::from(2));
     };
-    let rendered = kubernetes::render(&config)?;
+    // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
+    let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

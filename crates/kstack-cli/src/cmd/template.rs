@@ -75,7 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(dir) = &args.config_files {
-        let mut files = render_files(&config, Target::Kubernetes)?;
+        let mut files = render_files(&config, Target::Kubernetes)
+            .map_err(|e| super::InputError(e.to_string()))?;
         if let Some(service) = &args.service {
             files.retain(|f| &f.service == service);
         }
