@@ -46,6 +46,8 @@ bash hack/oslo-validate.sh "$oslo_dir/files" || { echo "rendered files kept in $
 echo "== WSGI entry points of the rendered files exist in the 2025.1 projects"
 bash hack/wsgi-check.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
 rm -rf "$oslo_dir"
+echo "== every password read back exactly from the rendered files by the services' own parsers"
+bash hack/escape-check.sh
 
 echo "== fuzzing the config loaders (cargo fuzz, ${KSTACK_FUZZ_SECONDS:-20}s per target)"
 bash hack/fuzz.sh "${KSTACK_FUZZ_SECONDS:-20}"
