@@ -86,6 +86,10 @@ NAMESPACES = {
         "oslo.cache", "oslo.messaging", "oslo.middleware", "oslo.log", "oslo.policy",
         "oslo.reports", "oslo.service.service", "oslo.service.periodic_task",
         "oslo.service.sslutils", "oslo.versionedobjects", "osprofiler",
+        # Not in heat's generator file, used at run time: oslo.messaging's queue manager
+        # (use_queue_manager) locks a file under [oslo_concurrency] lock_path, and without it
+        # every RPC call of heat-api failed (kolla-ansible sets it too).
+        "oslo.concurrency",
     ]),
     "cinder.conf": ("cinder", [
         "castellan.config", "cinder", "keystonemiddleware.auth_token", "osprofiler",
