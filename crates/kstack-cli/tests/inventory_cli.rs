@@ -296,3 +296,44 @@ fn the_client_speaks_https_with_a_ca_file_and_hosts_register_unlocked() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(
+        dir.path(),
+        "admin-token-0123456789abcdef0123456789: admin\n",
+        0o600,
+    );
+    let db = dir.path().join("inventory.db");
+    let port = free_port().to_string();
+    let err = refused(&[
+        "inventory",
+        "serve",
+        "--tokens",
+        &tokens,
+        "--database",
+        db.to_str().unwrap(),
+        "--no-node-sync",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--keystone-url",
+        "keystone.openstack.svc:5000",
+    ]);
+    assert!(
+        err.contains("--keystone-url keystone.openstack.svc:5000"),
+        "{err}"
+    );
+    assert!(err.contains("http://"), "{err}");
+    // The role flags need a Keystone to ask.
+    let out = kstack(&[
+        "inventory",
+        "serve",
+        "--tokens",
+        &tokens,
+        "--keystone-admin-roles",
+        "admin",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--keystone-url"), "{}", stderr(&out));
+}

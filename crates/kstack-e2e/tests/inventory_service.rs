@@ -65,6 +65,7 @@ impl Service {
             listen: ([127, 0, 0, 1], port).into(),
             database_url: dir.path().join("inventory.db").display().to_string(),
             tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)]))?,
+            keystone: None,
             tls: Some(pki.tls_config()),
             insecure_http: false,
             audit_interval: audit,

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use utoipa::OpenApi;
 
 use crate::error::{Error, ErrorBody};
+use crate::keystone::{Keystone, Verdict};
 use crate::model::{Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList};
 use crate::store::{HostRow, Store};
 use crate::sync::NodeSync;
@@ -46,6 +47,18 @@ pub struct AppState {
     pub store: Store,
     pub sync: Arc<dyn NodeSync>,
     pub tokens: Arc<Tokens>,
+    /// Keystone, when tokens it issued are accepted too ([`crate::keystone`]).
+    pub keystone: Option<Arc<Keystone>>,
+}
+
+impl AppState {
+    /// The same state, also accepting tokens issued by `keystone`.
+    pub fn with_keystone(self, keystone: Keystone) -> AppState {
+        AppState {
+            keystone: Some(Arc::new(keystone)),
+            ..self
+        }
+    }
 }
 
 /// JSON body extractor whose rejections are JSON errors (400, or 413 when too large).
@@ -128,8 +141,23 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
-    let Some(role) = token.and_then(|t| state.tokens.role(t)) else {
+    let Some(token) = token else {
         return Error::Unauthorized.into_response();
+    };
+    let role = match (state.tokens.role(token), &state.keystone) {
+        (Some(role), _) => role,
+        (None, None) => return Error::Unauthorized.into_response(),
+        (None, Some(k)) => match k.verdict(token).await {
+            Ok(Verdict::Role(role)) => role,
+            Ok(Verdict::Invalid) => return Error::Unauthorized.into_response(),
+            Ok(Verdict::NoRole) => {
+                return Error::ForbiddenRole(k.no_role_message()).into_response();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a Keystone token could not be validated");
+                return Error::Unavailable(e.to_string()).into_response();
+            }
+        },
     };
     let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if !read && role != Role::Admin {

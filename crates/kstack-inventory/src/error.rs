@@ -15,6 +15,12 @@ pub enum Error {
     Unauthorized,
     #[error("this token may only read")]
     Forbidden,
+    /// A Keystone token whose roles map to nothing (the message names the mapped roles).
+    #[error("{0}")]
+    ForbiddenRole(String),
+    /// Keystone did not answer whether a token is valid.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -52,7 +58,8 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden => StatusCode::FORBIDDEN,
+            Error::Forbidden | Error::ForbiddenRole(_) => StatusCode::FORBIDDEN,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -70,7 +77,8 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        let error = if status.is_server_error() {
+        // Keystone being away is the client's to know (it says which Keystone, never a token).
+        let error = if status.is_server_error() && !matches!(self, Error::Unavailable(_)) {
             // Details go to the log, not to the client.
             tracing::error!(error = %self, "request failed");
             "internal error".to_string()

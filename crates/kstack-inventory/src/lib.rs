@@ -6,13 +6,14 @@
 //!
 //! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
 //! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
-//! constant-time lookup), [`tls`] (HTTPS, certificate reload), [`sync`] (the `NodeSync` trait
-//! the Kubernetes crate implements); this file pushes hosts to their nodes and records the
+//! constant-time lookup), [`keystone`] (tokens the cloud's Keystone issued), [`tls`] (HTTPS,
+//! certificate reload), [`sync`] (the `NodeSync` trait the Kubernetes crate implements); this file pushes hosts to their nodes and records the
 //! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
 pub mod api;
 pub mod error;
+pub mod keystone;
 pub mod model;
 pub mod store;
 pub mod sync;
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 pub use api::{ApiDoc, AppState, Role, router};
 pub use error::{Error, ErrorBody};
+pub use keystone::{Keystone, KeystoneAuth};
 pub use store::{Store, SyncOutcome};
 pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall, SyncError};
 pub use tls::TlsConfig;
@@ -44,6 +46,8 @@ pub struct ServeConfig {
     pub database_url: String,
     /// The bearer tokens and their roles.
     pub tokens: Tokens,
+    /// Also accept tokens issued by this Keystone ([`keystone`]).
+    pub keystone: Option<KeystoneAuth>,
     /// Serve HTTPS with these files; `None` serves plain HTTP, which [`serve`] allows only on
     /// a loopback address unless `insecure_http` is set.
     pub tls: Option<TlsConfig>,
@@ -69,6 +73,7 @@ pub async fn state(
         store: Store::connect(database_url).await?,
         sync,
         tokens: Arc::new(tokens),
+        keystone: None,
     })
 }
 
@@ -254,8 +259,10 @@ fn check_transport(config: &ServeConfig) -> Result<(), Error> {
 /// `tls` is set (reloading the files when they change), else plain HTTP (see
 /// [`ServeConfig::insecure_http`]).
 pub async fn serve(config: ServeConfig) -> Result<(), Error> {
-    if config.tokens.is_empty() {
-        return Err(Error::Config("no API tokens configured".to_string()));
+    if config.tokens.is_empty() && config.keystone.is_none() {
+        return Err(Error::Config(
+            "no API tokens configured and no Keystone to accept tokens from".to_string(),
+        ));
     }
     if config.audit_interval.is_zero() {
         return Err(Error::Config("audit interval must be positive".to_string()));
@@ -266,7 +273,12 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
         Some(files) => Some((files.load()?, files)),
         None => None,
     };
-    let state = state(&config.database_url, config.tokens, config.sync).await?;
+    let mut state = state(&config.database_url, config.tokens, config.sync).await?;
+    if let Some(auth) = config.keystone {
+        let keystone =
+            Keystone::new(auth).map_err(|e| Error::Config(format!("the Keystone client: {e}")))?;
+        state = state.with_keystone(keystone);
+    }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     // Background tasks stop with the server, also when this future is dropped.
     let mut tasks = AbortOnDrop(Vec::new());

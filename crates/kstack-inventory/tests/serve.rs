@@ -26,6 +26,7 @@ fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) ->
         listen,
         database_url: db.to_str().unwrap().to_string(),
         tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
+        keystone: None,
         tls: None,
         insecure_http: false,
         audit_interval: Duration::from_millis(100),

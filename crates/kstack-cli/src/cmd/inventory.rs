@@ -135,7 +135,7 @@ pub enum Serve {
     /// the files change), else plain HTTP, which it allows only on a loopback address unless
     /// --insecure-http is given.
     #[command(
-        after_help = "Examples:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --listen 0.0.0.0:6385 --tls-cert /etc/kstack/tls.crt --tls-key /etc/kstack/tls.key\n\nThe tokens file (mode 0600 or stricter) has one `TOKEN: ROLE` per line, ROLE admin or reader,\neach TOKEN at least 32 characters (`openssl rand -hex 32`).\n\nExit codes: 2 for a bad tokens file, TLS files or listen address, 1 for other failures."
+        after_help = "Examples:\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --database sqlite:/var/lib/kstack/inventory.db\n  kstack inventory serve --tokens /etc/kstack/inventory-tokens.yml --listen 0.0.0.0:6385 --tls-cert /etc/kstack/tls.crt --tls-key /etc/kstack/tls.key\n\nThe tokens file (mode 0600 or stricter) has one `TOKEN: ROLE` per line, ROLE admin or reader,\neach TOKEN at least 32 characters (`openssl rand -hex 32`). With --keystone-url, tokens issued by\nthe cloud's Keystone are accepted too: a role of --keystone-admin-roles reads and writes, one of\n--keystone-reader-roles reads.\n\nExit codes: 2 for a bad tokens file, TLS files or listen address, 1 for other failures."
     )]
     Serve {
         #[arg(long, default_value = "127.0.0.1:6385")]
@@ -171,6 +171,30 @@ pub enum Serve {
         /// for trying the API or measuring the service alone.
         #[arg(long)]
         no_node_sync: bool,
+        /// Also accept tokens issued by this Keystone (e.g. http://keystone.openstack.svc:5000),
+        /// validated against it and cached until they expire (at most --keystone-cache-secs).
+        #[arg(long, value_name = "URL")]
+        keystone_url: Option<String>,
+        /// Keystone roles that may read and write (comma-separated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "admin",
+            requires = "keystone_url"
+        )]
+        keystone_admin_roles: Vec<String>,
+        /// Keystone roles that may read (comma-separated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "reader,member",
+            requires = "keystone_url"
+        )]
+        keystone_reader_roles: Vec<String>,
+        /// Longest time a validated Keystone token is trusted without asking again: a revoked
+        /// token is refused at most this late.
+        #[arg(long, default_value_t = 300, requires = "keystone_url")]
+        keystone_cache_secs: u64,
     },
 }
 
@@ -211,8 +235,27 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     kubeconfig,
                     audit_interval,
                     no_node_sync,
+                    keystone_url,
+                    keystone_admin_roles,
+                    keystone_reader_roles,
+                    keystone_cache_secs,
                 },
         } => {
+            let keystone = match keystone_url {
+                Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    return Err(InputError(format!(
+                        "--keystone-url {url}: give Keystone's http:// or https:// URL, e.g. http://keystone.openstack.svc:5000"
+                    ))
+                    .into());
+                }
+                Some(url) => Some(kstack_inventory::KeystoneAuth {
+                    admin_roles: keystone_admin_roles,
+                    reader_roles: keystone_reader_roles,
+                    cache_ttl: Duration::from_secs(keystone_cache_secs),
+                    ..kstack_inventory::KeystoneAuth::new(url)
+                }),
+                None => None,
+            };
             if no_node_sync && let Some(file) = &kubeconfig {
                 return Err(InputError(format!(
                     "--no-node-sync touches no cluster, so --kubeconfig {file} has no use: give one or the other"
@@ -242,6 +285,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 listen,
                 database_url: database,
                 tokens,
+                keystone,
                 tls,
                 insecure_http,
                 audit_interval: Duration::from_secs(audit_interval),
