@@ -113,7 +113,117 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     );
 
     data_directories_are_written_by_their_services(&cloud, &client).await?;
+    the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await
+}
+
+/// The admin password of the cloud's passwords.yml.
+fn admin_password(cloud: &Cloud) -> anyhow::Result<String> {
+    let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
+    Ok(kstack_config::passwords::parse(&passwords)
+        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
+        .get("keystone_admin_password")
+        .context("keystone_admin_password")?
+        .to_owned())
+}
+
+/// The inventory service with `--keystone-url` of the deployed Keystone: a token Keystone
+/// issued to the admin user reads and writes hosts (the real Keystone lets the token validate
+/// itself and lists its roles), a made-up one is refused.
+async fn the_inventory_takes_tokens_of_the_clouds_keystone(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    let keystone_ip = addresses
+        .get("keystone")
+        .context("no cluster IP for keystone")?;
+    let keystone = format!("http://{keystone_ip}:5000");
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let body = serde_json::json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {
+            "name": "admin", "domain": {"id": "default"}, "password": admin_password(cloud)?}}},
+        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
+    let resp = http
+        .post(format!("{keystone}/v3/auth/tokens"))
+        .json(&body)
+        .send()
+        .await?;
+    anyhow::ensure!(resp.status().is_success(), "token: HTTP {}", resp.status());
+    let token = resp
+        .headers()
+        .get("x-subject-token")
+        .and_then(|v| v.to_str().ok())
+        .context("no X-Subject-Token")?
+        .to_owned();
+
+    let dir = tempfile::tempdir()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let config = kstack_inventory::ServeConfig {
+        listen: ([127, 0, 0, 1], port).into(),
+        database_url: dir.path().join("inventory.db").display().to_string(),
+        tokens: kstack_inventory::Tokens::default(),
+        keystone: Some(kstack_inventory::KeystoneAuth::new(format!(
+            "{keystone}/v3"
+        ))),
+        tls: None,
+        insecure_http: false,
+        audit_interval: std::time::Duration::from_secs(3600),
+        sync: std::sync::Arc::new(kstack_inventory::NoNodeSync),
+        joins: None,
+    };
+    let server = tokio::spawn(kstack_inventory::serve(config));
+    let base = format!("http://127.0.0.1:{port}");
+    let mut up = false;
+    for _ in 0..200 {
+        if http
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .is_ok()
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    anyhow::ensure!(up, "the inventory service did not start");
+    let create = http
+        .post(format!("{base}/v1/ihosts"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"hostname": "compute-kt", "personality": "compute"}))
+        .send()
+        .await?;
+    let created = create.status();
+    let list = http
+        .get(format!("{base}/v1/ihosts"))
+        .bearer_auth(&token)
+        .send()
+        .await?;
+    let listed = (list.status(), list.text().await?);
+    let made_up = http
+        .get(format!("{base}/v1/ihosts"))
+        .bearer_auth("gAAAAABmade-up-token-0123456789")
+        .send()
+        .await?
+        .status();
+    server.abort();
+    assert_eq!(
+        created,
+        reqwest::StatusCode::CREATED,
+        "POST with the admin's Keystone token"
+    );
+    assert_eq!(listed.0, reqwest::StatusCode::OK, "{}", listed.1);
+    assert!(listed.1.contains("compute-kt"), "{}", listed.1);
+    assert_eq!(made_up, reqwest::StatusCode::UNAUTHORIZED);
+    eprintln!(
+        "inventory: the admin's Keystone token created and listed a host; a made-up token got 401"
+    );
+    Ok(())
 }
 
 /// The data directories as the host sees them (the real node's hostPath volumes): each
@@ -326,12 +436,7 @@ async fn upgrade_without_a_failed_request(
     };
     let keystone = format!("http://{}:5000", ip("keystone")?);
     let glance = format!("http://{}:9292", ip("glance-api")?);
-    let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
-    let password = kstack_config::passwords::parse(&passwords)
-        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
-        .get("keystone_admin_password")
-        .context("keystone_admin_password")?
-        .to_owned();
+    let password = admin_password(cloud)?;
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = tokio::spawn(user_load(keystone, glance, password, stop.clone()));
