@@ -21,6 +21,8 @@ every file that holds a marker:
   (passwords, `connection`, `transport_url` are all StrOpts), read as the service reads it;
 * YAML: PyYAML's safe_load (what openstacksdk reads clouds.yaml with);
 * JSON: json.load; Python: the string constants of `ast.parse`;
+* a file that is the password alone (the Compose target's secret env files, a task's password
+  file): its text, less a final line break;
 
 A value that holds a marker must be the password, or a URL whose user info decodes to it. Every
 marker in a file's text must come out of the parse (one that does not was cut off, by a comment
@@ -40,6 +42,8 @@ import yaml
 from oslo_config import cfg
 
 MARK = "Mk7qZ3wX"
+# marker -> (key, password) of the run, for the formats that are the bare value.
+VALUES = {}
 # Around each marker: every character class a format escapes. Key i gets HARD[i % len(HARD)].
 HARD = [
     ("", ""),
@@ -182,6 +186,10 @@ def parse(path, name, text):
             return "YAML", list(strings(yaml.safe_load(f)))
     if name.endswith(".json"):
         return "JSON", list(strings(json.loads(text)))
+    if text.rstrip("\n") in {v for _, v in VALUES.values()}:
+        # A file that is the password and nothing else (a Compose secret env file, a task's
+        # password file): read as it is, less a final line break.
+        return "whole file", [text.rstrip("\n")]
     if name.endswith(".py"):
         tree = ast.parse(text, filename=path)
         return "Python", [n.value for n in ast.walk(tree)
@@ -197,6 +205,11 @@ def check_file(path, rel, values):
     found = markers_in(text)
     if not found:
         return None, 0, []
+    if name.endswith(".sh"):
+        # Scripts get passwords through env or a file of their own, never as a literal: one
+        # quoting mistake there runs the password as a command.
+        return "shell", 0, [f"{rel}: a shell script holds {values[m][0]}; pass it through env "
+                            f"or a file" for m in sorted(found)]
     try:
         fmt, parsed = parse(path, name, text)
     except Exception as e:  # the service's own parser refuses the file
@@ -251,6 +264,7 @@ def main():
         return 1
     print("ok   self-test: a password written without each format's escaping is caught")
     values = fill_passwords(os.path.join(config_dir, "passwords.yml"))
+    VALUES.update(values)
     env = dict(os.environ, NO_COLOR="1")
     run = lambda *a: subprocess.run([kstack, *a, "--config-dir", config_dir], env=env,
                                     check=True, stdout=subprocess.DEVNULL)

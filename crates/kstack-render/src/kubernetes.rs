@@ -516,8 +516,8 @@ fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
 }
 
 /// One file as its own immutable object, named `<prefix>-<hash of the content>`: a Secret if
-/// it carries a passwords.yml value (its hash keyed, [`SecretNames`]), else a ConfigMap. Returns it with its volume projection
-/// (the file name as key and path).
+/// it carries a passwords.yml value (its hash keyed, [`SecretNames`]), else a ConfigMap.
+/// Returns it with its volume projection (the file name as key and path).
 fn file_object(
     globals: &Globals,
     names: &SecretNames,
