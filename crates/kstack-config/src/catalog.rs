@@ -116,6 +116,9 @@ pub fn effective_catalog(text: Option<&str>) -> Result<Catalog, Vec<Diag>> {
     let Some(text) = text else {
         return Ok(builtin);
     };
+    if let Some(d) = crate::yaml::lone_carriage_return(CATALOG_FILE, text) {
+        return Err(vec![d]);
+    }
     let overlay = match serde_saphyr::from_str(text) {
         Ok(Some(o)) => o,
         Ok(None) => return Ok(builtin),

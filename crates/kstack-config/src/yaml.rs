@@ -15,11 +15,36 @@ pub(crate) struct Entry {
     pub value_loc: Location,
 }
 
+/// A carriage return not followed by a line feed: YAML reads it as a line break, editors and
+/// kstack's diagnostics count lines by line feeds, so every line number after it would point
+/// at the wrong line. Refused, naming where (line and column by line feeds), never the text.
+pub(crate) fn lone_carriage_return(file: &str, text: &str) -> Option<Diag> {
+    let bytes = text.as_bytes();
+    let at = (0..bytes.len()).find(|&i| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'))?;
+    let before = &text[..at];
+    let line = before.matches('\n').count() as u64 + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
+    Some(
+        Diag::new(
+            Severity::Error,
+            file,
+            "a carriage return without a line feed (old Mac line ending)",
+        )
+        .at(line, column)
+        .help(format!(
+            "save {file} with Unix (LF) or Windows (CRLF) line endings, e.g. `sed -i 's/\\r$//; s/\\r/\\n/g' {file}`"
+        )),
+    )
+}
+
 /// Parses `text` as a mapping of top-level keys, sorted by position in the file.
 ///
 /// With `secret` set, a parse error says only where the problem is, never what the text was.
 pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<Entry>, Vec<Diag>> {
     type Map = HashMap<Spanned<String>, Spanned<Value>>;
+    if let Some(d) = lone_carriage_return(file, text) {
+        return Err(vec![d]);
+    }
     match serde_saphyr::from_str::<Option<Map>>(text) {
         Ok(map) => {
             let mut entries: Vec<Entry> = map

@@ -310,3 +310,58 @@ fn refused_settings_are_errors_naming_the_setting_and_why() {
     assert_eq!(errors, want);
     insta::assert_snapshot!(render_plain(&diags));
 }
+
+#[test]
+fn a_lone_carriage_return_is_refused_at_its_line_in_every_file() {
+    // YAML reads a lone CR as a line break; line numbers counted by line feeds would be off
+    // after it, so the file is refused where the CR is.
+    let globals = "---\nenable_cinder: \"no\"\nopenstack_region_name: [\r\rRegionOne]\nkolla_base_distro: bad\n";
+    let loaded = load(&sources(globals, "database_password: x\n"));
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.file == "globals.yml")
+        .expect("a globals.yml error");
+    assert!(d.is_error());
+    assert_eq!((d.line, d.column), (3, 25), "{d}");
+    assert!(d.message.contains("carriage return"), "{d}");
+
+    let catalog = "services:\n  nova-api:\n    depends_on: [\r\r\rkeystone]\n";
+    let loaded = load(&Sources {
+        catalog: Some(catalog.as_bytes().to_vec()),
+        ..sources("---\n", "database_password: x\n")
+    });
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.file == "catalog.yml")
+        .expect("a catalog.yml error");
+    assert_eq!(d.line, 3, "{d}");
+
+    // A password file: the position only, never the text around it.
+    let loaded = load(&sources(
+        "---\n",
+        "database_password: \"Sup3rSecret\rmore\"\n",
+    ));
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.file == "passwords.yml")
+        .expect("a passwords.yml error");
+    assert_eq!(d.line, 1, "{d}");
+    assert!(!render_plain(&loaded.diagnostics).contains("Sup3rSecret"));
+
+    // CRLF line endings are fine.
+    let loaded = load(&sources(
+        "---\r\nenable_cinder: \"no\"\r\n",
+        "database_password: x\r\n",
+    ));
+    assert!(
+        loaded
+            .diagnostics
+            .iter()
+            .all(|d| !d.message.contains("carriage return")),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+}
