@@ -218,3 +218,33 @@ fn a_config_that_loads_but_cannot_render_exits_2_in_every_command() {
         "nothing written for a config that cannot render"
     );
 }
+
+#[test]
+fn logs_of_an_unknown_service_exit_2_and_an_unreachable_cluster_1() {
+    let tmp = config_dir("");
+    let d = tmp.path().to_str().unwrap();
+    let out = kstack(&["logs", "no-such-service", "--config-dir", d]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`no-such-service` is not a service"),
+        "{stderr}"
+    );
+    let out = kstack(&[
+        "logs",
+        "keystone",
+        "--config-dir",
+        d,
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kstack(&["logs", "keystone", "--since", "ten", "--config-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`ten` is not an age"));
+}

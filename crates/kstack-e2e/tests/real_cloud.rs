@@ -114,7 +114,52 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
 
     data_directories_are_written_by_their_services(&cloud, &client).await?;
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
+    kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     upgrade_without_a_failed_request(&cloud, &client).await
+}
+
+/// `kstack logs keystone` prints the real keystone's lines (verify just made it issue tokens),
+/// each under its pod and container, with no password in them; `--jobs` reads the bootstrap
+/// Jobs' pods.
+async fn kstack_logs_shows_what_the_services_wrote(cloud: &Cloud) -> anyhow::Result<()> {
+    let out = cloud.run(&["logs", "keystone", "--tail", "200"]).await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kstack logs keystone: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        !lines.is_empty(),
+        "kstack logs keystone printed nothing: {stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("keystone-") && l.contains("/keystone: ")),
+        "every line under a keystone pod and its container:\n{stdout}"
+    );
+    let password = admin_password(cloud)?;
+    assert!(!stdout.contains(&password), "a password in kstack logs");
+
+    let out = cloud
+        .run(&["logs", "keystone", "--jobs", "--tail", "5"])
+        .await?;
+    let jobs = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every Kolla container starts with kolla_set_configs' lines, so each Job pod has some.
+    assert!(
+        !jobs.is_empty() && jobs.lines().all(|l| l.starts_with("keystone-")),
+        "the bootstrap Jobs' pods: {jobs}"
+    );
+    eprintln!(
+        "kstack logs keystone: {} lines, e.g. {}",
+        lines.len(),
+        lines.last().unwrap_or(&"")
+    );
+    Ok(())
 }
 
 /// The admin password of the cloud's passwords.yml.

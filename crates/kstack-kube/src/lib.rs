@@ -9,7 +9,7 @@ pub mod nodes;
 pub mod services;
 
 pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
-pub use logs::{PodLog, pod_logs};
+pub use logs::{LogLine, LogSelection, PodLog, log_lines, pod_logs};
 pub use services::service_addresses;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};

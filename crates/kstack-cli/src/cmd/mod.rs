@@ -9,6 +9,7 @@ pub mod config;
 pub mod deploy;
 pub mod dev;
 pub mod inventory;
+pub mod logs;
 pub mod template;
 pub mod verify;
 
@@ -37,6 +38,9 @@ pub enum Command {
     /// everything it made.
     #[command(after_help = verify::AFTER_HELP)]
     Verify(verify::Args),
+    /// Print what every pod and container of a service writes (its bootstrap Jobs' with
+    /// --jobs), passwords hidden; -f follows.
+    Logs(logs::Args),
 }
 
 impl Command {
@@ -59,6 +63,7 @@ impl Command {
             Command::Deploy(D::History(a)) => &mut a.target,
             Command::Deploy(D::Rollback(a)) => &mut a.target,
             Command::Verify(a) => &mut a.target,
+            Command::Logs(a) => &mut a.target,
         };
         target.config.config_dir = dir.to_owned();
         target.kubeconfig = globals.kubeconfig.clone();
@@ -74,5 +79,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Template(args) => template::run(args),
         Command::Deploy(command) => deploy::run(command),
         Command::Verify(args) => verify::run(args),
+        Command::Logs(args) => logs::run(args),
     }
 }

@@ -1,0 +1,148 @@
+//! `kstack logs SERVICE`: what every pod and container of a service writes, through the
+//! Kubernetes API, each line prefixed with its pod and container and with every passwords.yml
+//! value replaced by `***` (a service may log a connection URL).
+//!
+//! The services write their logs to the container's output (oslo's `use_stderr`, Apache's
+//! `ErrorLog` to stderr), so that is where everything is; `kubectl logs` sees the same lines.
+//!
+//! Exit codes: 0 done (or interrupted with Ctrl-C while following); 1 the cluster cannot be
+//! reached; 2 invalid config or a service the catalog does not have.
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use kstack_render::kubernetes::{COMPONENT_LABEL, NAME_LABEL};
+use kstack_verify::{Password, Redactor};
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  kstack logs keystone\n  kstack logs nova-compute -f\n  kstack logs glance-api --since 10m --tail 100\n  kstack logs keystone --jobs   # the bootstrap Jobs' pods (db sync, fernet setup, ...)\n\nEach line is `POD/CONTAINER: LINE`; passwords.yml values are shown as ***.\nFollowing reads the pods that exist when it starts, like `kubectl logs -l`.\n\nExit codes: 0 done, 1 the cluster cannot be reached, 2 invalid config or unknown service."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: super::deploy::Target,
+    /// The service (see `kstack services`).
+    pub service: String,
+    /// Keep printing lines as they are written (Ctrl-C stops).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only lines newer than this: seconds, or a number with s, m, h or d (e.g. 10m).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub since: Option<i64>,
+    /// Only the last N lines of each container.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<i64>,
+    /// The pods of the service's bootstrap Jobs instead of its running pods.
+    #[arg(long)]
+    pub jobs: bool,
+}
+
+/// `90`, `90s`, `10m`, `2h`, `1d` as seconds.
+fn parse_age(s: &str) -> Result<i64, String> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: i64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age: write seconds or e.g. 30s, 10m, 2h, 1d"))?;
+    let unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{s}`: the unit is s, m, h or d")),
+    };
+    Ok(n.saturating_mul(unit).max(1))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(config) = super::deploy::load(&args.target)? else {
+        return Ok(ExitCode::from(2));
+    };
+    if !config.catalog.services.contains_key(&args.service) {
+        eprintln!(
+            "error: `{}` is not a service of the catalog (see `kstack services`)",
+            args.service
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let redactor = Redactor::new(
+        kstack_render::files::secret_values(&config.passwords)
+            .into_iter()
+            .map(Password::new),
+    );
+    let namespace = config.globals.kubernetes_namespace.clone();
+    let component = if args.jobs { "bootstrap" } else { "server" };
+    let selector = format!(
+        "{NAME_LABEL}={},{COMPONENT_LABEL}={component}",
+        args.service
+    );
+    let selection = kstack_kube::LogSelection {
+        follow: args.follow,
+        since_seconds: args.since,
+        tail_lines: args.tail,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = kstack_kube::client(args.target.kubeconfig.as_deref()).await?;
+        let (containers, mut lines) =
+            kstack_kube::log_lines(&client, &namespace, &selector, &selection).await?;
+        if containers == 0 {
+            eprintln!(
+                "no {} pods of {} in namespace {namespace}{}",
+                if args.jobs {
+                    "bootstrap Job"
+                } else {
+                    "running"
+                },
+                args.service,
+                if config.enabled.contains(&args.service) {
+                    ""
+                } else {
+                    " (it is not enabled in globals.yml)"
+                }
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut out = std::io::stdout().lock();
+        loop {
+            let next = tokio::select! {
+                l = lines.next() => l,
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(l) = next else { break };
+            let text = redactor.redact(&l.line);
+            match writeln!(out, "{}/{}: {text}", l.pod, l.container) {
+                // `| head` closed the pipe: done.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+                other => other.context("writing to stdout")?,
+            }
+            if args.follow {
+                out.flush().ok();
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+
+    #[test]
+    fn ages_in_seconds_minutes_hours_and_days() {
+        assert_eq!(parse_age("90"), Ok(90));
+        assert_eq!(parse_age("30s"), Ok(30));
+        assert_eq!(parse_age("10m"), Ok(600));
+        assert_eq!(parse_age("2h"), Ok(7200));
+        assert_eq!(parse_age("1d"), Ok(86_400));
+        assert!(parse_age("10 minutes").is_err());
+        assert!(parse_age("m").is_err());
+        assert!(parse_age("").is_err());
+    }
+}
