@@ -256,7 +256,22 @@ async fn the_inventory_takes_tokens_of_the_clouds_keystone(
         .send()
         .await?
         .status();
+    // Prometheus scrapes with the same token.
+    let scrape = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(&token)
+        .send()
+        .await?;
+    let scraped = (scrape.status(), scrape.text().await?);
     server.abort();
+    assert_eq!(scraped.0, reqwest::StatusCode::OK, "{}", scraped.1);
+    assert!(
+        scraped.1.contains(
+            "kstack_inventory_http_requests_total{method=\"POST\",route=\"/v1/ihosts\",status=\"201\"} 1"
+        ),
+        "{}",
+        scraped.1
+    );
     assert_eq!(
         created,
         reqwest::StatusCode::CREATED,

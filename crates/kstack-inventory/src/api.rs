@@ -49,6 +49,8 @@ pub struct AppState {
     pub tokens: Arc<Tokens>,
     /// Keystone, when tokens it issued are accepted too ([`crate::keystone`]).
     pub keystone: Option<Arc<Keystone>>,
+    /// What `GET /metrics` shows ([`crate::metrics`]).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {
@@ -485,6 +487,7 @@ async fn method_not_allowed() -> Error {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi_json))
+        .route("/metrics", get(crate::metrics::metrics))
         .route("/v1/ihosts", get(list_hosts).post(create_host))
         .route(
             "/v1/ihosts/{uuid}",
@@ -501,5 +504,9 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::track,
+        ))
         .with_state(state)
 }

@@ -6,7 +6,7 @@
 //!
 //! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
 //! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
-//! constant-time lookup), [`keystone`] (tokens the cloud's Keystone issued), [`tls`] (HTTPS,
+//! constant-time lookup), [`keystone`] (tokens the cloud's Keystone issued), [`metrics`] (Prometheus), [`tls`] (HTTPS,
 //! certificate reload), [`sync`] (the `NodeSync` trait the Kubernetes crate implements); this file pushes hosts to their nodes and records the
 //! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
@@ -14,6 +14,7 @@
 pub mod api;
 pub mod error;
 pub mod keystone;
+pub mod metrics;
 pub mod model;
 pub mod store;
 pub mod sync;
@@ -74,6 +75,7 @@ pub async fn state(
         sync,
         tokens: Arc::new(tokens),
         keystone: None,
+        metrics: Default::default(),
     })
 }
 
@@ -155,6 +157,7 @@ pub(crate) async fn sync_one(
         .store
         .record_sync(host.id, host.sync_generation, &outcome)
         .await?;
+    state.metrics.sync_outcome(outcome.state);
     Ok(outcome)
 }
 
