@@ -17,6 +17,36 @@ pub struct PodLog {
     pub text: String,
 }
 
+/// The pods matching `selector` by name, each with its containers (init containers first, in
+/// the order of the pod spec).
+async fn containers_of(
+    api: &Api<Pod>,
+    selector: &str,
+) -> Result<Vec<(String, Vec<String>)>, Error> {
+    let mut pods = api
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items;
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(pods
+        .iter()
+        .map(|pod| {
+            let containers = pod
+                .spec
+                .iter()
+                .flat_map(|s| {
+                    s.init_containers
+                        .iter()
+                        .flatten()
+                        .chain(s.containers.iter())
+                        .map(|c| c.name.clone())
+                })
+                .collect();
+            (pod.metadata.name.clone().unwrap_or_default(), containers)
+        })
+        .collect())
+}
+
 /// The last `tail_lines` lines of every container (init containers included) of the pods in
 /// `namespace` matching the label `selector`, by pod name then container order. A container
 /// whose log cannot be read gets a note instead of failing the whole call.
@@ -27,21 +57,8 @@ pub async fn pod_logs(
     tail_lines: i64,
 ) -> Result<Vec<PodLog>, Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let mut pods = api
-        .list(&ListParams::default().labels(selector))
-        .await?
-        .items;
-    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut out = Vec::new();
-    for pod in &pods {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let containers = pod.spec.iter().flat_map(|s| {
-            s.init_containers
-                .iter()
-                .flatten()
-                .chain(s.containers.iter())
-                .map(|c| c.name.clone())
-        });
+    for (name, containers) in containers_of(&api, selector).await? {
         for container in containers {
             let params = LogParams {
                 container: Some(container.clone()),
@@ -95,25 +112,8 @@ pub async fn log_lines(
 ) -> Result<(usize, futures::stream::BoxStream<'static, LogLine>), Error> {
     use futures::{AsyncBufReadExt as _, StreamExt as _, TryStreamExt as _};
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let mut pods = api
-        .list(&ListParams::default().labels(selector))
-        .await?
-        .items;
-    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut streams = Vec::new();
-    for pod in &pods {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let containers: Vec<String> = pod
-            .spec
-            .iter()
-            .flat_map(|s| {
-                s.init_containers
-                    .iter()
-                    .flatten()
-                    .chain(s.containers.iter())
-                    .map(|c| c.name.clone())
-            })
-            .collect();
+    for (name, containers) in containers_of(&api, selector).await? {
         for container in containers {
             let params = LogParams {
                 container: Some(container.clone()),
