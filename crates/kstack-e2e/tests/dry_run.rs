@@ -34,6 +34,7 @@ async fn dry_apply_object(client: &Client, ns: &str, o: &Object) -> Result<(), k
         Object::Secret(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::PersistentVolumeClaim(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Service(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
+        Object::PodDisruptionBudget(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Job(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Deployment(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::StatefulSet(x) => dry_apply(Api::namespaced(c, ns), name, x).await,

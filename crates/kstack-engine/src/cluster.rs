@@ -106,6 +106,7 @@ pub const NAMESPACED_KINDS: &[&str] = &[
     "Secret",
     "PersistentVolumeClaim",
     "Service",
+    "PodDisruptionBudget",
     "Job",
     "Deployment",
     "StatefulSet",
@@ -136,6 +137,10 @@ pub trait Cluster: Send + Sync {
 
     /// Deletes the object (background propagation); deleting a missing object is not an error.
     async fn delete(&self, object: &ObjectRef) -> Result<(), ClusterError>;
+
+    /// Deletes the object but not what it owns (orphan propagation: a StatefulSet's pods keep
+    /// running) and returns once the object is gone; a missing object is not an error.
+    async fn delete_keeping_pods(&self, object: &ObjectRef) -> Result<(), ClusterError>;
 
     /// Waits through a watch until `condition` holds for the object, it can no longer hold,
     /// or `timeout` passes.

@@ -324,6 +324,12 @@ impl Ctx<'_> {
         let mut n = 0;
         for &i in &step.objects {
             let o = &self.plan.objects[i];
+            if o.action == Action::Replace {
+                let r = &o.desired.reference;
+                tracing::info!(object = %r, "replacing; its pods keep running");
+                self.retry(|| self.cluster.delete_keeping_pods(r)).await?;
+                n += 1;
+            }
             if o.action != Action::Unchanged {
                 self.apply(&o.desired.manifest).await?;
                 n += 1;

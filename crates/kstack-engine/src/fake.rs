@@ -200,6 +200,15 @@ impl Cluster for FakeCluster {
                 "{r}: field is immutable: spec.template"
             )));
         }
+        if let Some(old) = i.objects.get(&r)
+            && crate::status::needs_replacement(manifest, old)
+        {
+            return Err(ClusterError::permanent(format!(
+                "{r}: Forbidden: updates to statefulset spec for fields other than 'replicas', \
+                 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' \
+                 and 'minReadySeconds' are forbidden"
+            )));
+        }
         i.writes += 1;
         self.note(&mut i, format!("apply {r}"));
         i.ready.remove(&r);
@@ -237,6 +246,15 @@ impl Cluster for FakeCluster {
         self.check(&mut i)?;
         i.writes += 1;
         self.note(&mut i, format!("delete {r}"));
+        i.objects.remove(r);
+        Ok(())
+    }
+
+    async fn delete_keeping_pods(&self, r: &ObjectRef) -> Result<(), ClusterError> {
+        let mut i = self.lock();
+        self.check(&mut i)?;
+        i.writes += 1;
+        self.note(&mut i, format!("delete {r} (keeping its pods)"));
         i.objects.remove(r);
         Ok(())
     }

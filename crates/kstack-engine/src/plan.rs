@@ -163,6 +163,9 @@ impl Limits {
 pub enum Action {
     Create,
     Change,
+    /// A change Kubernetes refuses in place (a StatefulSet's pod management, governing Service
+    /// or claim templates): the object is deleted with its pods left running, then created.
+    Replace,
     Unchanged,
 }
 
@@ -396,6 +399,13 @@ pub fn plan(
                 None => Action::Create,
                 Some(_) if d.immutable() => Action::Unchanged,
                 Some(h) if h == d.hash => Action::Unchanged,
+                Some(_)
+                    if observed.objects.get(&d.reference).is_some_and(|current| {
+                        crate::status::needs_replacement(&d.manifest, current)
+                    }) =>
+                {
+                    Action::Replace
+                }
                 Some(_) => Action::Change,
             };
             PlannedObject { desired: d, action }

@@ -41,6 +41,18 @@ pub async fn restore(
         .filter(|m| !NOT_RESTORED.contains(&m["kind"].as_str().unwrap_or_default()))
         .collect();
     for m in &restored {
+        if m["kind"] == "StatefulSet" {
+            let r = ObjectRef::of(m);
+            let current = retry(&retries, DEFAULT_OUTAGE, || cluster.get(&r))
+                .await
+                .map_err(|e| format!("reading {r}: {e}"))?;
+            if current.is_some_and(|c| crate::status::needs_replacement(m, &c)) {
+                retry(&retries, DEFAULT_OUTAGE, || cluster.delete_keeping_pods(&r))
+                    .await
+                    .map_err(|e| format!("replacing {r}: {e}"))?;
+                writes += 1;
+            }
+        }
         retry(&retries, DEFAULT_OUTAGE, || cluster.apply(m))
             .await
             .map_err(|e| format!("applying {}: {e}", ObjectRef::of(m)))?;

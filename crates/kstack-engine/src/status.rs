@@ -22,6 +22,41 @@ pub fn replica_counts(kind: &str, o: &Value) -> (i64, i64) {
     }
 }
 
+/// The parts of a StatefulSet's spec Kubernetes never changes in place, as a comparable value:
+/// the pod management policy (absent means `OrderedReady`), the governing Service, the
+/// selector, and each claim template's name, storage class, access modes and size.
+fn statefulset_fixed(o: &Value) -> Value {
+    let spec = &o["spec"];
+    let claims: Vec<Value> = spec["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            serde_json::json!([
+                c["metadata"]["name"],
+                c["spec"]["storageClassName"],
+                c["spec"]["accessModes"],
+                c["spec"]["resources"]["requests"]["storage"],
+            ])
+        })
+        .collect();
+    serde_json::json!([
+        spec["podManagementPolicy"]
+            .as_str()
+            .unwrap_or("OrderedReady"),
+        spec["serviceName"],
+        spec["selector"],
+        claims,
+    ])
+}
+
+/// Whether applying `desired` over the existing StatefulSet `current` would change a field
+/// Kubernetes refuses to change in place: the object must then be replaced (deleted with its
+/// pods left running, then created again; the new object adopts the pods and rolls them).
+pub fn needs_replacement(desired: &Value, current: &Value) -> bool {
+    desired["kind"] == "StatefulSet" && statefulset_fixed(desired) != statefulset_fixed(current)
+}
+
 /// Whether a Deployment, StatefulSet or DaemonSet has rolled out its current spec: the
 /// controller saw the latest generation, every desired pod runs the new template and is ready,
 /// and no old pod is left.

@@ -316,6 +316,8 @@ async fn a_changed_service_gets_a_new_generation_and_only_it_is_written() {
     assert_eq!(
         writes,
         [
+            // Two replicas: a disruption budget keeps one of them up.
+            "apply PodDisruptionBudget/keystone",
             "apply Deployment/keystone",
             "apply ConfigMap/kstack-release-keystone-2",
             "apply ConfigMap/kstack-release"
@@ -578,5 +580,57 @@ async fn a_failed_job_runs_again_on_the_next_deploy() {
     assert!(
         matches!((deleted, created), (Some(d), Some(c)) if d < c),
         "the failed Job was not deleted and created again: {log:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_statefulset_with_a_field_that_cannot_change_in_place_is_replaced_keeping_its_pods() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    run(&fake, &cfg, false, &Limits::default()).await;
+    // A cloud deployed before StatefulSets started their pods in parallel, behind a governing
+    // Service of another name.
+    let r = ObjectRef {
+        kind: "StatefulSet".into(),
+        namespace: Some("openstack".into()),
+        name: "mariadb".into(),
+    };
+    let mut old = fake.object(&r).unwrap();
+    old["spec"]["podManagementPolicy"] = json!("OrderedReady");
+    old["spec"]["serviceName"] = json!("mariadb");
+    old["metadata"]["annotations"][kstack_engine::plan::HASH_ANNOTATION] = json!("old");
+    fake.insert(old);
+    let before = fake.log().len();
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(report.succeeded(), "{:#?}", report.failures);
+    let action = plan
+        .objects
+        .iter()
+        .find(|o| o.desired.reference == r)
+        .map(|o| o.action);
+    assert_eq!(action, Some(kstack_engine::Action::Replace));
+    let writes: Vec<String> = fake.log()[before..]
+        .iter()
+        .filter(|e| e.what.contains("StatefulSet/"))
+        .map(|e| e.what.clone())
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "delete StatefulSet/mariadb (keeping its pods)",
+            "apply StatefulSet/mariadb",
+            "wait StatefulSet/mariadb",
+            "ready StatefulSet/mariadb"
+        ]
+    );
+    let now = fake.object(&r).unwrap();
+    assert_eq!(now["spec"]["podManagementPolicy"], "Parallel");
+    assert_eq!(now["spec"]["serviceName"], "mariadb-peers");
+    // Every other StatefulSet was already right: none of them is replaced.
+    assert!(
+        plan.objects
+            .iter()
+            .filter(|o| o.desired.reference != r)
+            .all(|o| o.action != kstack_engine::Action::Replace)
     );
 }

@@ -106,6 +106,7 @@ fn resource(kind: &str) -> Option<(ApiResource, bool)> {
             false,
         ),
         "Pod" => ("", "v1", "pods", true),
+        "PodDisruptionBudget" => ("policy", "v1", "poddisruptionbudgets", true),
         "Job" => ("batch", "v1", "jobs", true),
         "Deployment" => ("apps", "v1", "deployments", true),
         "StatefulSet" => ("apps", "v1", "statefulsets", true),
@@ -217,6 +218,28 @@ impl Cluster for KubeCluster {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(cluster_error(&format!("deleting {r}"), e)),
+        }
+    }
+
+    async fn delete_keeping_pods(&self, r: &ObjectRef) -> Result<(), ClusterError> {
+        let api = self.api(&r.kind, r.namespace.as_deref())?;
+        match api.delete(&r.name, &DeleteParams::orphan()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(cluster_error(&format!("deleting {r}"), e)),
+        }
+        // The garbage collector removes the orphan finalizer once it has released the pods.
+        let gone = await_condition(api, &r.name, |o: Option<&DynamicObject>| o.is_none());
+        match tokio::time::timeout(Duration::from_secs(120), gone).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(ClusterError {
+                message: format!("waiting for {r} to be deleted: {e}"),
+                transient: true,
+            }),
+            Err(_) => Err(ClusterError::permanent(format!(
+                "{r} was still there 120 s after it was deleted (is the garbage collector of \
+                 kube-controller-manager running?)"
+            ))),
         }
     }
 

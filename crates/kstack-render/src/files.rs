@@ -39,7 +39,9 @@ pub enum Target {
 
 impl Target {
     /// The address clients use to reach `service`: with `replica`, one pod of a StatefulSet
-    /// (`<sts>-<i>.<sts>.<namespace>.svc`), else its Service (`<service>.<namespace>.svc`). On
+    /// (`<sts>-<i>.<sts>-peers.<namespace>.svc`, through the headless Service that governs it,
+    /// [`crate::kubernetes::peers_service`]), else its Service (`<service>.<namespace>.svc`,
+    /// which has only ready pods behind it). On
     /// Compose every service is on the node's own address, `kolla_internal_vip_address` or
     /// `127.0.0.1`.
     pub fn host(&self, globals: &Globals, service: &str, replica: Option<u32>) -> String {
@@ -47,7 +49,10 @@ impl Target {
             Target::Kubernetes => {
                 let ns = &globals.kubernetes_namespace;
                 match replica {
-                    Some(i) => format!("{service}-{i}.{service}.{ns}.svc"),
+                    Some(i) => format!(
+                        "{service}-{i}.{}.{ns}.svc",
+                        crate::kubernetes::peers_service(service)
+                    ),
                     None => format!("{service}.{ns}.svc"),
                 }
             }
@@ -200,6 +205,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/mariadb/mariadb-monitor.sql.j2"),
     ),
     (
+        "mariadb/mariadb-start.sh.j2",
+        include_str!("../templates/mariadb/mariadb-start.sh.j2"),
+    ),
+    (
         "rabbitmq/rabbitmq-env.conf.j2",
         include_str!("../templates/rabbitmq/rabbitmq-env.conf.j2"),
     ),
@@ -222,6 +231,14 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "rabbitmq/enabled_plugins.j2",
         include_str!("../templates/rabbitmq/enabled_plugins.j2"),
+    ),
+    (
+        "rabbitmq/erlang.cookie.j2",
+        include_str!("../templates/rabbitmq/erlang.cookie.j2"),
+    ),
+    (
+        "rabbitmq/rabbitmq-start.sh.j2",
+        include_str!("../templates/rabbitmq/rabbitmq-start.sh.j2"),
     ),
     (
         "keystone/keystone.conf.j2",
@@ -633,6 +650,10 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     );
     set("database_port", Value::from(db_port));
     set("mariadb_hosts", Value::from(target.hosts(g, "mariadb")));
+    set(
+        "position_port",
+        Value::from(port(c, "mariadb", "position", 4569)),
+    );
 
     let rmq_port = port(c, "rabbitmq", "amqp", 5672);
     let rmq_user = match g.vars.get("rabbitmq_user") {
@@ -654,7 +675,8 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     // Each pod names itself after its own host name; the peers use the same long names.
     let nodename = match target {
         Target::Kubernetes => format!(
-            "rabbit@$(hostname -s).rabbitmq.{}.svc",
+            "rabbit@$(hostname -s).{}.{}.svc",
+            crate::kubernetes::peers_service("rabbitmq"),
             g.kubernetes_namespace
         ),
         Target::Compose => format!("rabbit@{}", target.host(g, "rabbitmq", Some(0))),
@@ -1106,7 +1128,7 @@ mod tests {
         assert_eq!(k.host(&g, "keystone", None), "keystone.openstack.svc");
         assert_eq!(
             k.host(&g, "rabbitmq", Some(2)),
-            "rabbitmq-2.rabbitmq.openstack.svc"
+            "rabbitmq-2.rabbitmq-peers.openstack.svc"
         );
         let c = Target::Compose;
         assert_eq!(c.host(&g, "keystone", None), "127.0.0.1");

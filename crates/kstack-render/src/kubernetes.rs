@@ -11,7 +11,11 @@
 //!   so the health check sees it too), probes from the catalog health check;
 //!   a DaemonSet with per-host overrides also gets one variant per host (`<service>-<hash of
 //!   the host>`), pinned to that node, while the main DaemonSet keeps off those nodes;
-//! - a Service (headless for a StatefulSet);
+//! - a Service with the exposed ports and only ready pods behind it, plus for a StatefulSet
+//!   the headless `<service>-peers` that governs it (stable pod names, peers found before
+//!   they are ready);
+//! - for a service with more than one replica (not a DaemonSet), a PodDisruptionBudget
+//!   allowing one replica down, and a preferred anti-affinity spreading its pods over nodes;
 //! - a PersistentVolumeClaim per persistent volume (StatefulSets also get
 //!   `volumeClaimTemplates`; their rendered claim is replica 0's, for the bootstrap Job);
 //! - per rendered config file (see [`crate::files`]) one immutable, content-hash named object:
@@ -41,11 +45,12 @@ use kstack_k8s::api::core::v1::{
     EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle,
     LifecycleHandler, Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement,
     NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource,
-    ResourceRequirements, Secret, SecretKeySelector, SecretProjection, SecurityContext, Service,
-    ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount, VolumeProjection,
-    VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    Probe, ProjectedVolumeSource, ResourceRequirements, Secret, SecretKeySelector,
+    SecretProjection, SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, Volume,
+    VolumeMount, VolumeProjection, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
+use kstack_k8s::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
@@ -396,37 +401,94 @@ fn protocol(p: catalog::Protocol) -> String {
     }
 }
 
-fn service_object(globals: &Globals, name: &str, service: &catalog::Service) -> Option<Service> {
-    let headless = service.kind == WorkloadKind::StatefulSet;
-    // A StatefulSet's governing Service lists every port (peers talk on them); others only
-    // the ports the catalog exposes.
-    let ports: Vec<ServicePort> = service
-        .ports
-        .iter()
-        .filter(|p| headless || p.expose)
-        .map(|p| ServicePort {
-            name: Some(p.name.clone()),
-            port: i32::from(p.port),
-            target_port: Some(IntOrString::Int(i32::from(p.port))),
-            protocol: Some(protocol(p.protocol)),
+/// The headless Service that governs a StatefulSet: it gives each pod its stable DNS name
+/// (`<pod>.<service>-peers.<namespace>.svc`) and lists every port, ready or not, because
+/// clustered stores (Galera, RabbitMQ) must find their peers before they are ready.
+pub fn peers_service(service: &str) -> String {
+    format!("{service}-peers")
+}
+
+/// The Services of a catalog service: `<service>`, what clients use, with the ports the catalog
+/// exposes and only ready pods behind it; and for a StatefulSet its governing headless Service
+/// ([`peers_service`]).
+fn service_objects(globals: &Globals, name: &str, service: &catalog::Service) -> Vec<Service> {
+    let ports = |all: bool| -> Vec<ServicePort> {
+        service
+            .ports
+            .iter()
+            .filter(|p| all || p.expose)
+            .map(|p| ServicePort {
+                name: Some(p.name.clone()),
+                port: i32::from(p.port),
+                target_port: Some(IntOrString::Int(i32::from(p.port))),
+                protocol: Some(protocol(p.protocol)),
+                ..Default::default()
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    let exposed = ports(false);
+    if !exposed.is_empty() {
+        out.push(Service {
+            metadata: meta(globals, name, labels(name, "server")),
+            spec: Some(ServiceSpec {
+                selector: Some(selector(name)),
+                ports: Some(exposed),
+                ..Default::default()
+            }),
             ..Default::default()
-        })
-        .collect();
-    if ports.is_empty() && !headless {
-        return None;
+        });
     }
-    Some(Service {
+    if service.kind == WorkloadKind::StatefulSet {
+        let all = ports(true);
+        out.push(Service {
+            metadata: meta(globals, &peers_service(name), labels(name, "peers")),
+            spec: Some(ServiceSpec {
+                selector: Some(selector(name)),
+                ports: (!all.is_empty()).then_some(all),
+                cluster_ip: Some("None".to_owned()),
+                publish_not_ready_addresses: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// Keeps all but one replica of a replicated service running through voluntary disruptions
+/// (node drains, evictions): a Galera or RabbitMQ cluster of three keeps its quorum.
+fn disruption_budget(globals: &Globals, name: &str) -> PodDisruptionBudget {
+    PodDisruptionBudget {
         metadata: meta(globals, name, labels(name, "server")),
-        spec: Some(ServiceSpec {
-            selector: Some(selector(name)),
-            ports: (!ports.is_empty()).then_some(ports),
-            cluster_ip: headless.then(|| "None".to_owned()),
-            // Clustered stores (galera, rabbitmq) must find peers before they are ready.
-            publish_not_ready_addresses: headless.then_some(true),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(label_selector(selector(name))),
             ..Default::default()
         }),
         ..Default::default()
-    })
+    }
+}
+
+/// Spreads the replicas of a service over the nodes of its role where it can: a preferred
+/// anti-affinity on `kubernetes.io/hostname` (a single node still runs them all).
+fn spread(template: &mut PodTemplateSpec, name: &str) {
+    if let Some(spec) = template.spec.as_mut() {
+        let affinity = spec.affinity.get_or_insert_with(Default::default);
+        affinity.pod_anti_affinity = Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(label_selector(selector(name))),
+                        topology_key: HOSTNAME_LABEL.to_owned(),
+                        ..Default::default()
+                    },
+                },
+            ]),
+            ..Default::default()
+        });
+    }
 }
 
 /// Label naming the bootstrap task a Job runs (the catalog task name), so the deploy engine
@@ -761,7 +823,10 @@ impl Renderer<'_> {
 
         match service.kind {
             WorkloadKind::Deployment => {
-                let template = self.pod_template(name, service, &parts, &secret_vars, None);
+                let mut template = self.pod_template(name, service, &parts, &secret_vars, None);
+                if replicas > 1 {
+                    spread(&mut template, name);
+                }
                 out.push(Object::Deployment(Deployment {
                     metadata: meta(globals, name, labels(name, "server")),
                     spec: Some(DeploymentSpec {
@@ -782,7 +847,10 @@ impl Renderer<'_> {
                 }))
             }
             WorkloadKind::StatefulSet => {
-                let template = self.pod_template(name, service, &parts, &secret_vars, None);
+                let mut template = self.pod_template(name, service, &parts, &secret_vars, None);
+                if replicas > 1 {
+                    spread(&mut template, name);
+                }
                 let claims = service
                     .volumes
                     .iter()
@@ -804,7 +872,12 @@ impl Renderer<'_> {
                     spec: Some(StatefulSetSpec {
                         replicas: Some(replicas),
                         selector: label_selector(selector(name)),
-                        service_name: Some(name.to_owned()),
+                        service_name: Some(peers_service(name)),
+                        // Every pod starts at once, not one after another's readiness: after a
+                        // stop of the whole cluster, the member that must start it first (the
+                        // most advanced Galera position, the last RabbitMQ node to stop) may be
+                        // any of them. Rolling updates still replace one pod at a time.
+                        pod_management_policy: Some("Parallel".to_owned()),
                         template,
                         volume_claim_templates: (!claims.is_empty()).then_some(claims),
                         ..Default::default()
@@ -842,8 +915,15 @@ impl Renderer<'_> {
             }
         }
 
-        if let Some(svc) = service_object(globals, name, service) {
-            out.push(Object::Service(svc));
+        out.extend(
+            service_objects(globals, name, service)
+                .into_iter()
+                .map(Object::Service),
+        );
+        if replicas > 1 && service.kind != WorkloadKind::DaemonSet {
+            out.push(Object::PodDisruptionBudget(disruption_budget(
+                globals, name,
+            )));
         }
 
         for task in &service.bootstrap {

@@ -11,6 +11,7 @@ use kstack_k8s::api::batch::v1::Job;
 use kstack_k8s::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
+use kstack_k8s::api::policy::v1::PodDisruptionBudget;
 use kstack_k8s::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -39,6 +40,7 @@ pub enum Object {
     Secret(Secret),
     PersistentVolumeClaim(PersistentVolumeClaim),
     Service(Service),
+    PodDisruptionBudget(PodDisruptionBudget),
     Job(Job),
     Deployment(Deployment),
     StatefulSet(StatefulSet),
@@ -59,6 +61,7 @@ impl Object {
             Object::Secret(o) => &o.metadata,
             Object::PersistentVolumeClaim(o) => &o.metadata,
             Object::Service(o) => &o.metadata,
+            Object::PodDisruptionBudget(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
             Object::Deployment(o) => &o.metadata,
             Object::StatefulSet(o) => &o.metadata,
@@ -79,6 +82,7 @@ impl Object {
             Object::Secret(_) => "Secret",
             Object::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
             Object::Service(_) => "Service",
+            Object::PodDisruptionBudget(_) => "PodDisruptionBudget",
             Object::Job(_) => "Job",
             Object::Deployment(_) => "Deployment",
             Object::StatefulSet(_) => "StatefulSet",
@@ -112,7 +116,7 @@ impl Object {
             | Object::RoleBinding(_) => 1,
             Object::ConfigMap(_) | Object::Secret(_) => 2,
             Object::PersistentVolumeClaim(_) => 3,
-            Object::Service(_) => 4,
+            Object::Service(_) | Object::PodDisruptionBudget(_) => 4,
             Object::Job(_) => 5,
             Object::Deployment(_) | Object::StatefulSet(_) | Object::DaemonSet(_) => 6,
         }

@@ -76,6 +76,7 @@ pub fn deployer(globals: &Globals) -> Rendered {
                 &manage,
             ),
             rule(&["batch"], &["jobs"], &manage),
+            rule(&["policy"], &["poddisruptionbudgets"], &manage),
             rule(
                 &["rbac.authorization.k8s.io"],
                 &["roles", "rolebindings"],

@@ -434,12 +434,16 @@ fn address_on_one_node(config: &Config, text: &str) -> String {
         }
         // A pod naming itself (rabbitmq's node name): its own replica's address.
         pairs.push((
-            format!("$(hostname -s).{}", Target::Kubernetes.host(g, name, None)),
+            format!(
+                "$(hostname -s).{}.{}.svc",
+                kubernetes::peers_service(name),
+                g.kubernetes_namespace
+            ),
             compose.clone(),
         ));
         pairs.push((Target::Kubernetes.host(g, name, None), compose));
     }
-    // Longest first: `rabbitmq-0.rabbitmq.openstack.svc` before `rabbitmq.openstack.svc`.
+    // Longest first: `rabbitmq-0.rabbitmq-peers.openstack.svc` before `rabbitmq.openstack.svc`.
     pairs.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
     let mut t = text.to_owned();
     for (k, v) in &pairs {

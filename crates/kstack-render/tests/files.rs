@@ -91,9 +91,9 @@ fn every_catalog_config_file_is_rendered_and_wired() {
     }
     let nova = file(&files, "nova-api", "nova.conf");
     assert!(nova.contains("@mariadb.openstack.svc:3306/nova_api\n"));
-    assert!(nova.contains("@rabbitmq-0.rabbitmq.openstack.svc:5672//"));
+    assert!(nova.contains("@rabbitmq-0.rabbitmq-peers.openstack.svc:5672//"));
     assert!(nova.contains("www_authenticate_uri = http://keystone.openstack.svc:5000"));
-    assert!(nova.contains("memcached-0.memcached.openstack.svc:11211"));
+    assert!(nova.contains("memcached-0.memcached-peers.openstack.svc:11211"));
     let compute = file(&files, "nova-compute", "nova.conf");
     assert!(
         !compute.contains("[database]"),

@@ -1,6 +1,7 @@
 //! The whole default cloud rendered to Kubernetes objects: snapshot, determinism, no secrets.
 
 use kstack_config::Config;
+use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
 use kstack_render::{Object, kubernetes};
@@ -149,22 +150,36 @@ fn find<'a>(r: &'a kstack_render::Rendered, kind: &str, name: &str) -> &'a Objec
 }
 
 #[test]
-fn statefulsets_get_a_headless_service_and_claims_with_the_storage_class() {
+fn statefulsets_get_a_client_service_a_headless_peers_service_and_claims_with_the_storage_class() {
     let g = globals_with(
         serde_json::json!({"kstack_storage_class": "fast", "kstack_replicas": {"mariadb": 3}}),
     );
     let r = render(Catalog::builtin().unwrap(), g);
+    // Clients: a Service with only ready pods behind it, on the exposed port.
     let Object::Service(svc) = find(&r, "Service", "mariadb") else {
         unreachable!()
     };
     let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(spec.cluster_ip, None);
+    assert_eq!(spec.publish_not_ready_addresses, None);
+    let ports: Vec<i32> = spec.ports.iter().flatten().map(|p| p.port).collect();
+    assert_eq!(ports, [3306]);
+    // Peers: the headless Service governing the StatefulSet, every port, ready or not.
+    let Object::Service(peers) = find(&r, "Service", "mariadb-peers") else {
+        unreachable!()
+    };
+    let spec = peers.spec.as_ref().unwrap();
     assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(spec.publish_not_ready_addresses, Some(true));
+    let ports: Vec<i32> = spec.ports.iter().flatten().map(|p| p.port).collect();
+    assert_eq!(ports, [3306, 4567, 4568, 4444, 4569]);
     let Object::StatefulSet(sts) = find(&r, "StatefulSet", "mariadb") else {
         unreachable!()
     };
     let spec = sts.spec.as_ref().unwrap();
     assert_eq!(spec.replicas, Some(3));
-    assert_eq!(spec.service_name.as_deref(), Some("mariadb"));
+    assert_eq!(spec.service_name.as_deref(), Some("mariadb-peers"));
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
     let claims = spec.volume_claim_templates.as_ref().unwrap();
     assert_eq!(
         claims[0]
@@ -177,6 +192,75 @@ fn statefulsets_get_a_headless_service_and_claims_with_the_storage_class() {
     );
     // Replica 0's claim exists before the StatefulSet, for the bootstrap Job.
     find(&r, "PersistentVolumeClaim", "mariadb-mariadb-0");
+}
+
+#[test]
+fn replicated_services_get_a_disruption_budget_and_spread_over_nodes_single_ones_do_not() {
+    let g = globals_with(serde_json::json!({"kstack_replicas": {"mariadb": 3, "keystone": 2}}));
+    let r = render(Catalog::builtin().unwrap(), g);
+    for name in ["mariadb", "keystone"] {
+        let Object::PodDisruptionBudget(pdb) = find(&r, "PodDisruptionBudget", name) else {
+            unreachable!()
+        };
+        let spec = pdb.spec.as_ref().unwrap();
+        assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)), "{name}");
+        let sel = spec
+            .selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            sel.get(kubernetes::NAME_LABEL).map(String::as_str),
+            Some(name)
+        );
+        let workload = r
+            .objects
+            .iter()
+            .find(|o| o.name() == name && matches!(o.kind(), "Deployment" | "StatefulSet"))
+            .unwrap();
+        let anti = pod_spec(workload)
+            .and_then(|p| p.affinity.as_ref())
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .unwrap_or_else(|| panic!("{name}: no preferred pod anti-affinity"));
+        assert_eq!(
+            anti[0].pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
+        let sel = anti[0].pod_affinity_term.label_selector.as_ref().unwrap();
+        assert_eq!(
+            sel.match_labels
+                .as_ref()
+                .unwrap()
+                .get(kubernetes::NAME_LABEL)
+                .map(String::as_str),
+            Some(name)
+        );
+    }
+    // One replica: nothing to keep up, nothing to spread.
+    assert!(
+        !r.objects
+            .iter()
+            .any(|o| o.kind() == "PodDisruptionBudget" && o.name() == "glance-api")
+    );
+    let glance = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "Deployment" && o.name() == "glance-api")
+        .unwrap();
+    assert!(pod_spec(glance).unwrap().affinity.is_none());
+    let default = default_cloud();
+    assert!(
+        !default
+            .objects
+            .iter()
+            .any(|o| o.kind() == "PodDisruptionBudget")
+    );
 }
 
 #[test]

@@ -455,6 +455,7 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
             action: match o.action {
                 Action::Create => "create",
                 Action::Change => "change",
+                Action::Replace => "replace",
                 Action::Unchanged => "unchanged",
             }
             .into(),
@@ -488,8 +489,12 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
             if !rows.is_empty() {
                 println!("{t}");
             }
+            let replace = match count(Action::Replace) {
+                0 => String::new(),
+                n => format!(", {n} to replace (pods kept)"),
+            };
             println!(
-                "{} to create, {} to change, {} unchanged, {} to prune",
+                "{} to create, {} to change{replace}, {} unchanged, {} to prune",
                 count(Action::Create),
                 count(Action::Change),
                 count(Action::Unchanged),
