@@ -6,7 +6,9 @@
 //!   ever has zero ready endpoints (watched on EndpointSlices); a rollback across the contract
 //!   phase is then refused;
 //! - an upgrade whose pods never become ready is rolled back automatically: the service is
-//!   healthy again on its previous generation and its dependents were not touched.
+//!   healthy again on its previous generation and its dependents were not touched;
+//! - with three replicas of each infrastructure StatefulSet, an upgrade and the loss of one pod
+//!   of each leave every Service with a ready endpoint.
 use std::collections::BTreeMap;
 
 use anyhow::Context;
@@ -403,5 +405,87 @@ async fn a_statefulset_upgrade_that_never_becomes_ready_is_rolled_back_too() -> 
     assert_eq!(row["ready"], 1, "{row}");
     // Keystone depends on memcached: it was not touched.
     assert_eq!(after["Deployment/keystone"], before["Deployment/keystone"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn replicated_infrastructure_keeps_every_service_ready_through_an_upgrade_and_the_loss_of_a_pod()
+-> anyhow::Result<()> {
+    // Three of each infrastructure StatefulSet, each pod unready for a while after it starts.
+    let replicated = "kstack_replicas: {mariadb: 3, rabbitmq: 3, memcached: 3}\n\
+        kstack_pod_labels:\n  mariadb: {kstack.io/dev-ready-delay: 3s}\n  rabbitmq: {kstack.io/dev-ready-delay: 3s}\n  memcached: {kstack.io/dev-ready-delay: 3s}\n  keystone: {kstack.io/dev-ready-delay: 2s}\n";
+    let cloud = Cloud::new("kstack-ha", &format!("{SMALL}{replicated}")).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    // What clients use: every Service but the StatefulSets' headless peers Services (those
+    // publish pods that are not ready, for the peers to find each other).
+    let watched = |s: &String| !s.ends_with("-peers");
+    let infra = ["mariadb", "rabbitmq", "memcached"];
+
+    let watch = watch_endpoints(&cloud.ns.name).await?;
+    let start = watch.snapshot();
+    for svc in infra {
+        assert_eq!(start.ready_pods[svc].len(), 3, "{svc}: {start:?}");
+    }
+    cloud.set_globals(&format!(
+        "{SMALL}{replicated}openstack_release: \"{NEW}\"\n"
+    ))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "upgrade failed:\n{stderr}");
+    assert_eq!(report["succeeded"], true);
+    let end = watch.snapshot();
+    for (svc, counts) in end.counts.iter().filter(|(s, _)| watched(s)) {
+        assert!(
+            counts.iter().all(|n| *n > 0),
+            "{svc} had no ready endpoint during the upgrade: {counts:?}"
+        );
+    }
+    for svc in infra {
+        // Every pod was replaced (the new image), one at a time: never fewer than two ready.
+        assert!(
+            end.counts[svc].iter().all(|n| *n >= 2),
+            "{svc}: {:?}",
+            end.counts[svc]
+        );
+        let workload = &workloads(&cloud).await?[&format!("StatefulSet/{svc}")].0;
+        assert!(image_of(workload).contains(NEW), "{svc}: {workload}");
+    }
+
+    // One pod of each goes away: its Service keeps its other endpoints, and the pod comes back.
+    let pods: kube::Api<kstack_k8s::api::core::v1::Pod> =
+        kube::Api::namespaced(kstack_e2e::client().await?, &cloud.ns.name);
+    let before_loss = watch.snapshot();
+    for svc in infra {
+        pods.delete(&format!("{svc}-1"), &Default::default())
+            .await?;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let now = watch.snapshot();
+        let back = infra.iter().all(|svc| {
+            now.ready_pods[*svc].len() == 3
+                && now.counts[*svc].len() > before_loss.counts[*svc].len()
+        });
+        if back {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the deleted pods were not back and ready within 120 s: {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let end = watch.snapshot();
+    drop(watch);
+    for (svc, counts) in end.counts.iter().filter(|(s, _)| watched(s)) {
+        assert!(
+            counts.iter().all(|n| *n > 0),
+            "{svc} had no ready endpoint: {counts:?}"
+        );
+    }
+    for svc in infra {
+        let lost = &end.counts[svc][before_loss.counts[svc].len()..];
+        assert!(lost.contains(&2), "{svc} never lost its pod: {lost:?}");
+    }
     Ok(())
 }

@@ -15,6 +15,9 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
+mod support;
+use support::{admin_password, admin_token, user_load};
+
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
 /// default), with a longer step limit for a loaded machine.
 const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\n";
@@ -162,16 +165,6 @@ async fn kstack_logs_shows_what_the_services_wrote(cloud: &Cloud) -> anyhow::Res
     Ok(())
 }
 
-/// The admin password of the cloud's passwords.yml.
-fn admin_password(cloud: &Cloud) -> anyhow::Result<String> {
-    let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
-    Ok(kstack_config::passwords::parse(&passwords)
-        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
-        .get("keystone_admin_password")
-        .context("keystone_admin_password")?
-        .to_owned())
-}
-
 /// The inventory service with `--keystone-url` of the deployed Keystone: a token Keystone
 /// issued to the admin user reads and writes hosts (the real Keystone lets the token validate
 /// itself and lists its roles), a made-up one is refused.
@@ -187,22 +180,7 @@ async fn the_inventory_takes_tokens_of_the_clouds_keystone(
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()?;
-    let body = serde_json::json!({"auth": {
-        "identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"id": "default"}, "password": admin_password(cloud)?}}},
-        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
-    let resp = http
-        .post(format!("{keystone}/v3/auth/tokens"))
-        .json(&body)
-        .send()
-        .await?;
-    anyhow::ensure!(resp.status().is_success(), "token: HTTP {}", resp.status());
-    let token = resp
-        .headers()
-        .get("x-subject-token")
-        .and_then(|v| v.to_str().ok())
-        .context("no X-Subject-Token")?
-        .to_owned();
+    let token = admin_token(&http, &keystone, &admin_password(cloud)?).await?;
 
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -395,88 +373,6 @@ fn next_tag() -> anyhow::Result<String> {
         "KSTACK_E2E_NEXT_TAG is not set: build the images under a second tag with \
          `hack/images.sh --tag <tag>`, import them with `kstack dev import`, and set it (hack/test.sh does)",
     )
-}
-
-/// What a user's client saw while the cloud was upgraded.
-#[derive(Default)]
-struct Load {
-    rounds: u64,
-    failures: Vec<String>,
-}
-
-/// Issues a token and lists images, again and again, until `stop` turns true: each round is
-/// one POST /v3/auth/tokens to keystone and one GET /v2/images to glance, through their
-/// Services' cluster IPs, as a user inside the cloud's network would.
-async fn user_load(
-    keystone: String,
-    glance: String,
-    password: String,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Load {
-    let http = reqwest::Client::builder()
-        // A user's client waits (keystoneauth sets no timeout); a minute still catches a hang.
-        .timeout(std::time::Duration::from_secs(60))
-        .build()
-        .expect("an HTTP client");
-    let body = serde_json::json!({"auth": {
-        "identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"id": "default"}, "password": password}}},
-        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
-    // The error with its causes (reqwest's own message names only the URL).
-    let chain = |e: &reqwest::Error| {
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            text.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        text
-    };
-    let mut load = Load::default();
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        load.rounds += 1;
-        let started = chrono::Utc::now().format("%H:%M:%S%.3f");
-        let token = match http
-            .post(format!("{keystone}/v3/auth/tokens"))
-            .json(&body)
-            .send()
-            .await
-        {
-            Ok(r) if r.status().is_success() => r
-                .headers()
-                .get("x-subject-token")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-            Ok(r) => {
-                load.failures
-                    .push(format!("{started} token: HTTP {}", r.status()));
-                None
-            }
-            Err(e) => {
-                load.failures
-                    .push(format!("{started} token: {}", chain(&e)));
-                None
-            }
-        };
-        if let Some(token) = token {
-            match http
-                .get(format!("{glance}/v2/images"))
-                .header("x-auth-token", token)
-                .send()
-                .await
-            {
-                Ok(r) if r.status().is_success() => {}
-                Ok(r) => load
-                    .failures
-                    .push(format!("{started} image list: HTTP {}", r.status())),
-                Err(e) => load
-                    .failures
-                    .push(format!("{started} image list: {}", chain(&e))),
-            }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    load
 }
 
 /// The OpenStack services move to the images of another tag while a user issues tokens and

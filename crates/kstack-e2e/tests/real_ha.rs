@@ -1,0 +1,405 @@
+//! Replicated infrastructure on the dev cluster's real node: three MariaDB servers in one
+//! Galera cluster, three RabbitMQ nodes in one cluster, two memcached and two keystone, in real
+//! containers of the images `hack/images.sh` built. Then, while a user issues tokens and lists
+//! images, one MariaDB and one RabbitMQ pod are deleted: no request fails and both rejoin.
+//! Then every MariaDB server is killed at once (a power cut): the servers find the most
+//! advanced of them, it starts the cluster again, the others join, and no committed row is
+//! lost. Needs what `real_cloud.rs` needs (hack/test.sh provides it) and runs on the node's
+//! own host, as that test does.
+use std::time::Duration;
+
+use anyhow::Context;
+use kstack_e2e::client;
+use kstack_e2e::cloud::{Cloud, real_node_globals};
+use kstack_k8s::api::apps::v1::StatefulSet;
+use kstack_k8s::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, LogParams};
+use serde_json::Value;
+
+mod support;
+use support::{admin_password, admin_token, user_load};
+
+/// On top of the node globals: the infrastructure replicated, keystone twice, glance for the
+/// user's image list, and no compute, network, orchestration or dashboard.
+const HA_CLOUD: &str = "kstack_timeouts: {default: 900}\n\
+kstack_replicas: {mariadb: 3, rabbitmq: 3, memcached: 2, keystone: 2}\n\
+enable_nova: \"no\"\nenable_neutron: \"no\"\nenable_placement: \"no\"\n\
+enable_horizon: \"no\"\nenable_heat: \"no\"\n";
+
+#[tokio::test]
+async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request_and_recovers_from_a_power_cut()
+-> anyhow::Result<()> {
+    let client = client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let real = nodes
+        .list(&ListParams::default().labels("kstack.io/real-node=true"))
+        .await?;
+    anyhow::ensure!(
+        real.items.len() == 1,
+        "the cluster has no real node (labelled kstack.io/real-node=true): start it with `kstack dev up` (not --real-nodes 0)"
+    );
+
+    let cloud = Cloud::new("kstack-ha", &format!("{}{HA_CLOUD}", real_node_globals())).await?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "deploy failed: {report}\n{stderr}");
+    eprintln!(
+        "deploy of the replicated infrastructure on the real node: {} s",
+        report["seconds"]
+    );
+    let ns = cloud.ns.name.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+
+    // Galera: one server started the cluster, the two others joined it, all three synced.
+    let logs = service_logs(&pods, "mariadb").await?;
+    let started: Vec<&String> = logs
+        .iter()
+        .filter(|(_, l)| l.contains("never part of a cluster: starting a new one"))
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(
+        started,
+        ["mariadb-0"],
+        "exactly the initialized server starts the cluster"
+    );
+    for (pod, log) in &logs {
+        assert!(
+            log.contains("Synchronized with group, ready for connections"),
+            "{pod} never synced:\n{}",
+            tail(log)
+        );
+    }
+    assert!(
+        logs.values().any(|l| l.contains("members(3):")),
+        "no server saw a view of three members"
+    );
+    for pod in ["mariadb-1", "mariadb-2"] {
+        assert!(
+            logs[pod].contains("joining the running cluster through"),
+            "{pod} did not join:\n{}",
+            tail(&logs[pod])
+        );
+    }
+
+    // RabbitMQ: one cluster of three running nodes, as its management API lists them.
+    let rabbit_nodes = rabbitmq_nodes(&cloud, &pods).await?;
+    assert_eq!(
+        rabbit_nodes,
+        (0..3)
+            .map(|i| format!("rabbit@rabbitmq-{i}.rabbitmq-peers.{ns}.svc"))
+            .collect::<Vec<_>>(),
+        "the running RabbitMQ nodes"
+    );
+    eprintln!("galera: 3 servers synced in one cluster; rabbitmq: 3 running nodes in one cluster");
+
+    let addresses = kstack_kube::service_addresses(&client, &ns).await?;
+    let ip = |svc: &str| {
+        addresses
+            .get(svc)
+            .copied()
+            .with_context(|| format!("no cluster IP for Service {svc}: {addresses:?}"))
+    };
+    let keystone = format!("http://{}:5000", ip("keystone")?);
+    let glance = format!("http://{}:9292", ip("glance-api")?);
+    let password = admin_password(&cloud)?;
+
+    // A member of each cluster goes away (a node drain would do the same) while a user works.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(user_load(
+        keystone.clone(),
+        glance,
+        password.clone(),
+        stop.clone(),
+    ));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = std::time::Instant::now();
+    let mut replaced = Vec::new();
+    for pod in ["mariadb-1", "rabbitmq-1"] {
+        let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
+        pods.delete(pod, &DeleteParams::default()).await?;
+        replaced.push((pod, uid));
+    }
+    for (pod, uid) in &replaced {
+        wait_replaced(&pods, pod, uid, Duration::from_secs(600)).await?;
+    }
+    for sts in ["mariadb", "rabbitmq"] {
+        wait_ready(&client, &ns, sts, 3, Duration::from_secs(600)).await?;
+    }
+    let rejoined = started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let load = load.await?;
+    assert!(
+        load.rounds >= 20,
+        "only {} rounds of token and image list",
+        load.rounds
+    );
+    assert!(
+        load.failures.is_empty(),
+        "{} of {} rounds failed while a MariaDB and a RabbitMQ pod were replaced:\n{}",
+        load.failures.len(),
+        load.rounds,
+        load.failures.join("\n")
+    );
+    let logs = service_logs(&pods, "mariadb").await?;
+    assert!(
+        logs["mariadb-1"].contains("joining the running cluster through"),
+        "the new mariadb-1 did not join the running cluster:\n{}",
+        tail(&logs["mariadb-1"])
+    );
+    assert_eq!(rabbitmq_nodes(&cloud, &pods).await?.len(), 3);
+    eprintln!(
+        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s; {} rounds of token issue and image list, 0 failed",
+        load.rounds
+    );
+
+    // A committed row, then a power cut of every MariaDB server at once.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let token = admin_token(&http, &keystone, &password).await?;
+    let project = format!("ha-{}", std::process::id());
+    let resp = http
+        .post(format!("{keystone}/v3/projects"))
+        .header("x-auth-token", &token)
+        .json(&serde_json::json!({"project": {"name": project, "domain_id": "default"}}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "creating project {project}: HTTP {}",
+        resp.status()
+    );
+    let restarts_before = restarts(&pods, "mariadb").await?;
+    let killed = kill_servers(&pods, "mariadb", "mariadbd").await?;
+    assert_eq!(killed, 3, "killed {killed} mariadbd processes, not 3");
+    let started = std::time::Instant::now();
+    // The kubelet restarts each container; ready again means synced in a primary component.
+    loop {
+        let now = restarts(&pods, "mariadb").await?;
+        if restarts_before
+            .iter()
+            .all(|(pod, n)| now.get(pod).is_some_and(|m| m > n))
+        {
+            break;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(120),
+            "not every server restarted: before {restarts_before:?}, now {now:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    wait_ready(&client, &ns, "mariadb", 3, Duration::from_secs(600)).await?;
+    let recovered = started.elapsed().as_secs_f64();
+    let logs = service_logs(&pods, "mariadb").await?;
+    let bootstrapped: Vec<&String> = logs
+        .iter()
+        .filter(|(_, l)| {
+            l.contains("this one is the most advanced: starting a new cluster from it")
+        })
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(
+        bootstrapped.len(),
+        1,
+        "one server starts the cluster again after the power cut: {bootstrapped:?}\n{}",
+        logs.iter()
+            .map(|(p, l)| format!("{p}:\n{}", tail(l)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The row committed before the cut is there.
+    let token = admin_token(&http, &keystone, &password).await?;
+    let found: Value = http
+        .get(format!("{keystone}/v3/projects?name={project}"))
+        .header("x-auth-token", &token)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    assert_eq!(
+        found["projects"].as_array().map(Vec::len),
+        Some(1),
+        "project {project} after the power cut: {found}"
+    );
+    eprintln!(
+        "every MariaDB server killed: the cluster was back in {recovered:.1} s from {}, with the project created before",
+        bootstrapped[0]
+    );
+    Ok(())
+}
+
+/// The last lines of a log, for a failure message.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// The logs of every pod of a StatefulSet service (its current containers), by pod name.
+async fn service_logs(
+    pods: &Api<Pod>,
+    service: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    for p in pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let log = pods.logs(&name, &LogParams::default()).await?;
+        out.insert(name, log);
+    }
+    Ok(out)
+}
+
+/// Restart counts of a service's pods, by pod name.
+async fn restarts(
+    pods: &Api<Pod>,
+    service: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, i32>> {
+    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    Ok(pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .map(|p| {
+            let n = p
+                .status
+                .and_then(|s| s.container_statuses)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.restart_count)
+                .sum();
+            (p.metadata.name.unwrap_or_default(), n)
+        })
+        .collect())
+}
+
+/// The running nodes of the RabbitMQ cluster, sorted, as rabbitmq-0's management API lists
+/// them (the cloud's RabbitMQ user).
+async fn rabbitmq_nodes(cloud: &Cloud, pods: &Api<Pod>) -> anyhow::Result<Vec<String>> {
+    let passwords = std::fs::read_to_string(cloud.dir.path().join("passwords.yml"))?;
+    let password = kstack_config::passwords::parse(&passwords)
+        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
+        .get("rabbitmq_password")
+        .context("rabbitmq_password")?
+        .to_owned();
+    let ip = pods
+        .get("rabbitmq-0")
+        .await?
+        .status
+        .and_then(|s| s.pod_ip)
+        .context("rabbitmq-0 has no IP")?;
+    let nodes: Value = reqwest::Client::new()
+        .get(format!("http://{ip}:15672/api/nodes"))
+        .basic_auth("openstack", Some(password))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let mut running: Vec<String> = nodes
+        .as_array()
+        .context("a list of nodes")?
+        .iter()
+        .filter(|n| n["running"] == true)
+        .filter_map(|n| n["name"].as_str().map(str::to_owned))
+        .collect();
+    running.sort();
+    Ok(running)
+}
+
+/// Waits until pod `name` is a new pod (not `uid`) and ready.
+async fn wait_replaced(
+    pods: &Api<Pod>,
+    name: &str,
+    uid: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(p) = pods.get_opt(name).await?
+            && p.metadata.uid.as_deref() != Some(uid)
+            && p.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "{name} was not replaced by a ready pod within {} s",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until the StatefulSet has `replicas` ready pods.
+async fn wait_ready(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let s = api.get(name).await?.status.context("status")?;
+        if s.ready_replicas == Some(replicas) && s.available_replicas == Some(replicas) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "{name}: {:?} of {replicas} ready after {} s",
+            s.ready_replicas,
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Kills (SIGKILL) the process named `comm` in every pod of a service, on this host (the real
+/// node's): a process belongs to a pod when its cgroup path names the pod's UID.
+async fn kill_servers(pods: &Api<Pod>, service: &str, comm: &str) -> anyhow::Result<usize> {
+    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    let uids: Vec<String> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if name.trim() != comm {
+            continue;
+        }
+        let cgroup = std::fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
+        if uids
+            .iter()
+            .any(|u| cgroup.contains(u) || cgroup.contains(&u.replace('-', "_")))
+        {
+            pids.push(pid);
+        }
+    }
+    for pid in &pids {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -KILL {pid} failed");
+    }
+    Ok(pids.len())
+}
