@@ -345,3 +345,56 @@ fn every_rpc_process_with_the_queue_manager_has_a_lock_path() {
         );
     }
 }
+
+#[test]
+fn the_clustered_stores_start_scripts_are_valid_bash_and_list_every_peer() {
+    for n in [1u32, 3] {
+        let mut globals = Globals::default();
+        globals.replicas.insert("mariadb".into(), n);
+        globals.replicas.insert("rabbitmq".into(), n);
+        let config = Config::from_parts(
+            globals,
+            kstack_config::testing::passwords(1),
+            Default::default(),
+            Catalog::builtin().unwrap(),
+        );
+        for target in [Target::Kubernetes, Target::Compose] {
+            let files = render_files(&config, target).unwrap();
+            for (service, name, peers_line) in [
+                ("mariadb", "mariadb-start.sh", "peers=("),
+                ("rabbitmq", "rabbitmq-start.sh", "peers=("),
+            ] {
+                let script = file(&files, service, name);
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join(name);
+                std::fs::write(&path, script).unwrap();
+                let out = std::process::Command::new("bash")
+                    .arg("-n")
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{service} ({n} replicas, {target:?}): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let peers = script
+                    .lines()
+                    .find(|l| l.starts_with(peers_line))
+                    .unwrap_or_else(|| panic!("{service}: no peers line"));
+                let expected = target.replicas(&config.globals, service) as usize;
+                assert_eq!(
+                    peers.matches('"').count(),
+                    2 * expected,
+                    "{service} ({n} replicas, {target:?}): {peers}"
+                );
+                if target == Target::Kubernetes && n == 3 {
+                    assert!(
+                        peers.contains(&format!("\"{service}-2.{service}-peers.openstack.svc\"")),
+                        "{peers}"
+                    );
+                }
+            }
+        }
+    }
+}
