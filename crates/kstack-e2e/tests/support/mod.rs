@@ -95,7 +95,6 @@ pub async fn user_load(
     load
 }
 
-
 /// A token of the cloud's admin user, scoped to the admin project, from Keystone at `keystone`.
 pub async fn admin_token(
     http: &reqwest::Client,
