@@ -1059,8 +1059,9 @@ mod tests {
             err,
             format!(
                 "service `glance-api`, container `glance-api`: permissions owner `glance` for `/var/lib/glance` is not `user:group`\n\
-                 service `keystone`, container `keystone`: config file `wsgi-keystone.conf` dest: unknown distribution fact `{{apache_dir}}`; known: {}",
-                crate::distro::FACTS.join(", ")
+                 service `keystone`, container `keystone`: config file `wsgi-keystone.conf` dest: unknown fact `{{apache_dir}}`; known: {}, {}",
+                crate::distro::FACTS.join(", "),
+                crate::distro::TARGET_FACTS.join(", ")
             )
         );
     }

@@ -116,9 +116,16 @@ pub const FACTS: &[&str] = &[
     "venv_bin",
 ];
 
+/// Facts of where the cloud runs rather than of the image distribution, named in catalog
+/// strings the same way: `bind_address`, where a service that takes its listen address on its
+/// command line listens (every address of its pod on Kubernetes; on the single-node Compose
+/// target, whose containers share the node's network, the node's address and never all of
+/// them). The renderer gives their values ([`Distro::expand_with`]).
+pub const TARGET_FACTS: &[&str] = &["bind_address"];
+
 /// A catalog string naming a fact kstack does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown distribution fact `{{{name}}}`; known: {}", FACTS.join(", "))]
+#[error("unknown fact `{{{name}}}`; known: {}, {}", FACTS.join(", "), TARGET_FACTS.join(", "))]
 pub struct UnknownFact {
     pub name: String,
 }
@@ -147,6 +154,15 @@ impl Distro {
     /// `text` with every `{fact}` replaced by its value for this distribution. A `{` that does
     /// not open a known fact is an error (the catalog is validated with [`check`] first).
     pub fn expand(&self, text: &str) -> Result<String, UnknownFact> {
+        self.expand_with(text, &|_| None)
+    }
+
+    /// [`Distro::expand`], with the values of the [`TARGET_FACTS`] from `target`.
+    pub fn expand_with(
+        &self,
+        text: &str,
+        target: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<String, UnknownFact> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(start) = rest.find('{') {
@@ -158,9 +174,13 @@ impl Distro {
                 });
             };
             let name = &after[..end];
-            out.push_str(self.fact(name).ok_or_else(|| UnknownFact {
-                name: name.to_owned(),
-            })?);
+            let value = match self.fact(name) {
+                Some(v) => v.to_owned(),
+                None => target(name).ok_or_else(|| UnknownFact {
+                    name: name.to_owned(),
+                })?,
+            };
+            out.push_str(&value);
             rest = &after[end + 1..];
         }
         out.push_str(rest);
@@ -170,7 +190,9 @@ impl Distro {
 
 /// Checks that every `{fact}` in `text` names a known fact (the same for every distribution).
 pub fn check(text: &str) -> Result<(), UnknownFact> {
-    ALL[0].expand(text).map(drop)
+    ALL[0]
+        .expand_with(text, &|n| TARGET_FACTS.contains(&n).then(String::new))
+        .map(drop)
 }
 
 #[cfg(test)]
@@ -217,10 +239,20 @@ mod tests {
         assert_eq!(e.name, "apache_dir");
         assert!(
             e.to_string()
-                .starts_with("unknown distribution fact `{apache_dir}`"),
+                .starts_with("unknown fact `{apache_dir}`; known: apache_command"),
             "{e}"
         );
         assert!(check("{apache_conf_dir").is_err());
+        // A fact of the target is known to the check; its value comes from the renderer.
+        assert!(check("memcached -l {bind_address}").is_ok());
+        let d = Distro::named("debian").unwrap();
+        assert!(d.expand("-l {bind_address}").is_err());
+        assert_eq!(
+            d.expand_with("-l {bind_address} {venv_bin}", &|n| (n == "bind_address")
+                .then(|| "10.1.2.3".to_owned()))
+                .unwrap(),
+            format!("-l 10.1.2.3 {}", d.venv_bin)
+        );
         assert!(check("/etc/plain/path").is_ok());
     }
 }

@@ -12,6 +12,7 @@
 //! | `kstack_replicas` (replicas per service)     | 1 ([`SingleNode::REPLICAS`]); the node runs one copy of everything   |
 //! | Service name (`keystone.openstack.svc`)      | the node's address ([`SingleNode::address`])                         |
 //! | pod network, `hostNetwork` where needed      | `network_mode: host` for every container (see below)               |
+//! | listen on every pod address (`0.0.0.0`)      | listen on the node's address only ([`Target::bind_address`]), MariaDB also on the loopback for its health check |
 //! | `privileged`, `hostPID`, `hostIPC`           | `privileged`, `pid: host`, `ipc: host`, only where the catalog says |
 //! | Deployment / StatefulSet / DaemonSet         | one Compose service per container, `restart: always`               |
 //! | role `nodeSelector`, DaemonSet placement     | ignored: every role is this node                                   |

@@ -64,6 +64,16 @@ impl Target {
         }
     }
 
+    /// Where services listen: every address of the pod on Kubernetes (`0.0.0.0`: a pod's
+    /// network is its own); on Compose, whose containers share the node's network, the node's
+    /// address that clients use ([`Target::host`]), never every address of the node.
+    pub fn bind_address(&self, globals: &Globals) -> String {
+        match self {
+            Target::Kubernetes => "0.0.0.0".to_owned(),
+            Target::Compose => self.host(globals, "", None),
+        }
+    }
+
     /// The internal base URL of `service` on `port`: `http://<host>:<port>`.
     pub fn url(&self, globals: &Globals, service: &str, port: u16) -> String {
         format!("http://{}:{port}", self.host(globals, service, None))
@@ -602,7 +612,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let url = |service: &str, port: u16| target.url(g, service, port);
     let public_url = |service: &str, port: u16| target.public_url(g, service, port);
 
-    set("api_bind_address", Value::from("0.0.0.0"));
+    set("api_bind_address", Value::from(target.bind_address(g)));
     let workers = g
         .vars
         .get("openstack_service_workers")
@@ -909,13 +919,15 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
         };
         let mut variants: Vec<ContainerFiles> = Vec::new();
         for c in &service.containers {
-            let kolla = KollaConfig::for_container(c, &config.globals.distro()).map_err(|e| {
-                RenderError::UnknownFact {
-                    service: name.clone(),
-                    container: c.name.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+            let bind = target.bind_address(&config.globals);
+            let kolla =
+                KollaConfig::for_container(c, &config.globals.distro(), &bind).map_err(|e| {
+                    RenderError::UnknownFact {
+                        service: name.clone(),
+                        container: c.name.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
             // Where each of the container's files lands, by template name (a file may name
             // another one's path, as galera.cnf names the monitor user's SQL).
             let dests: BTreeMap<String, String> = c

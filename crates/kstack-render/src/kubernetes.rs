@@ -107,20 +107,23 @@ pub struct KollaConfigFile {
 
 impl KollaConfig {
     /// The `config.json` of a catalog container for the image distribution `distro`: sources
-    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded.
+    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded (the
+    /// target's `{bind_address}` to `bind_address`).
     pub fn for_container(
         c: &catalog::Container,
         distro: &Distro,
+        bind_address: &str,
     ) -> Result<KollaConfig, UnknownFact> {
+        let target = |name: &str| (name == "bind_address").then(|| bind_address.to_owned());
         Ok(KollaConfig {
-            command: distro.expand(&c.command)?,
+            command: distro.expand_with(&c.command, &target)?,
             config_files: c
                 .config_files
                 .iter()
                 .map(|f| {
                     Ok(KollaConfigFile {
                         source: format!("{KOLLA_CONFIG_DIR}/{}", f.template),
-                        dest: distro.expand(&f.dest)?,
+                        dest: distro.expand_with(&f.dest, &target)?,
                         owner: f.owner.clone(),
                         perm: f.perm.clone(),
                     })

@@ -443,6 +443,8 @@ fn address_on_one_node(config: &Config, text: &str) -> String {
         ));
         pairs.push((Target::Kubernetes.host(g, name, None), compose));
     }
+    // Where services listen: every address of a pod, the node's address on one node.
+    pairs.push(("0.0.0.0".to_owned(), Target::Compose.bind_address(g)));
     // Longest first: `rabbitmq-0.rabbitmq-peers.openstack.svc` before `rabbitmq.openstack.svc`.
     pairs.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
     let mut t = text.to_owned();

@@ -67,6 +67,63 @@ fn compose_target_puts_every_service_on_the_node_address() {
 }
 
 #[test]
+fn on_one_node_every_service_listens_on_the_node_address_never_on_all() {
+    let mut vars = serde_json::Map::new();
+    vars.insert("kolla_internal_vip_address".into(), "10.1.2.3".into());
+    vars.insert("enable_cinder".into(), "yes".into());
+    let globals = Globals::from_vars(&vars.into_iter().collect()).unwrap();
+    let config = Config::from_parts(
+        globals,
+        kstack_config::testing::passwords(7),
+        Default::default(),
+        Catalog::builtin().unwrap(),
+    );
+    let files = render_files(&config, Target::Compose).unwrap();
+    for c in &files {
+        for f in &c.files {
+            assert!(
+                !f.content.contains("0.0.0.0"),
+                "{}/{}/{} listens on every address:\n{}",
+                c.service,
+                c.container,
+                f.name,
+                f.content
+            );
+        }
+    }
+    // Each kind of listener on the node's address: an oslo.config option, an Apache site,
+    // uWSGI, the command line (memcached), MariaDB (and its loopback for the health check),
+    // RabbitMQ, libvirt.
+    for (service, name, line) in [
+        ("glance-api", "glance-api.conf", "bind_host = 10.1.2.3"),
+        ("keystone", "wsgi-keystone.conf", "Listen 10.1.2.3:5000"),
+        ("placement-api", "placement-api-uwsgi.ini", "10.1.2.3:8780"),
+        ("memcached", "config.json", "-l 10.1.2.3 "),
+        ("mariadb", "galera.cnf", "bind-address = 10.1.2.3,127.0.0.1"),
+        (
+            "rabbitmq",
+            "rabbitmq.conf",
+            "listeners.tcp.1 = 10.1.2.3:5672",
+        ),
+        (
+            "nova-libvirt",
+            "libvirtd.conf",
+            "listen_addr = \"10.1.2.3\"",
+        ),
+    ] {
+        let text = file(&files, service, name);
+        assert!(
+            text.contains(line),
+            "{service}/{name} has no `{line}`:\n{text}"
+        );
+    }
+    // On Kubernetes a pod's network is its own: every address of the pod.
+    let k8s = render_files(&config, Target::Kubernetes).unwrap();
+    assert!(file(&k8s, "memcached", "config.json").contains("-l 0.0.0.0 "));
+    assert!(file(&k8s, "mariadb", "galera.cnf").contains("bind-address = 0.0.0.0\n"));
+}
+
+#[test]
 fn rendering_twice_gives_the_same_files() {
     let c = config(&[("nova.conf", "[DEFAULT]\ndebug = true\n")]);
     let a = render_files(&c, Target::Kubernetes).unwrap();
