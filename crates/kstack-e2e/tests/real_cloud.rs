@@ -396,6 +396,32 @@ async fn upgrade_without_a_failed_request(
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = tokio::spawn(user_load(keystone, glance, password, stop.clone()));
+    // An operator follows keystone's logs through the upgrade.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let keystone_pods = |list: Vec<Pod>| -> Vec<String> {
+        list.into_iter().filter_map(|p| p.metadata.name).collect()
+    };
+    let selector = "app.kubernetes.io/name=keystone,app.kubernetes.io/component=server";
+    let before: Vec<String> = keystone_pods(
+        pods.list(&ListParams::default().labels(selector))
+            .await?
+            .items,
+    );
+    let mut follow = cloud
+        .command(&["logs", "keystone", "-f", "--tail", "1"])?
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let followed = {
+        use tokio::io::AsyncReadExt as _;
+        let mut stdout = follow.stdout.take().context("stdout of kstack logs -f")?;
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text).await;
+            text
+        })
+    };
     // A few rounds before the upgrade: the loop itself works.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
 
@@ -411,8 +437,40 @@ async fn upgrade_without_a_failed_request(
     let load = load.await?;
     assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
 
+    // `kstack logs -f`, started before the upgrade, printed the lines of keystone's new pods.
+    follow.start_kill()?;
+    let _ = follow.wait().await;
+    let followed = followed.await?;
+    let after: Vec<String> = keystone_pods(
+        pods.list(&ListParams::default().labels(selector))
+            .await?
+            .items,
+    );
+    let new: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
+    assert!(
+        !new.is_empty(),
+        "keystone's pods were not replaced: {before:?} → {after:?}"
+    );
+    for pod in &new {
+        assert!(
+            followed
+                .lines()
+                .any(|l| l.starts_with(&format!("{pod}/keystone: "))),
+            "kstack logs keystone -f, started before the upgrade, printed nothing of the new pod {pod}:\n{}",
+            followed
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    eprintln!(
+        "kstack logs keystone -f followed the upgrade: {} lines, of the new pods {new:?} too",
+        followed.lines().count()
+    );
+
     // The services run the new images.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
     let mut upgraded = 0;
     for p in pods.list(&ListParams::default()).await?.items {
         let name = p.metadata.name.clone().unwrap_or_default();

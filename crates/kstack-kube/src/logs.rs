@@ -100,10 +100,11 @@ pub struct LogLine {
 
 /// The log lines of every container (init containers included) of the pods in `namespace`
 /// matching `selector`, as one stream. Without `follow`, each container's lines come whole, by
-/// pod name then container order; with it, lines come as they are written, from every
-/// container at once. Only the pods that exist when it starts are read (as `kubectl logs -l`
-/// does). A container whose log cannot be opened gives one line saying why instead of failing
-/// the others.
+/// pod name then container order, for the pods that exist now. With it, lines come as they are
+/// written, from every container at once, and a watch of the pods adds every container that
+/// starts later: the pods of a rollout, a container the kubelet restarted (its new log whole).
+/// A container whose log cannot be opened gives one line saying why instead of failing the
+/// others. The count is of the containers read from the start.
 pub async fn log_lines(
     client: &Client,
     namespace: &str,
@@ -112,6 +113,9 @@ pub async fn log_lines(
 ) -> Result<(usize, futures::stream::BoxStream<'static, LogLine>), Error> {
     use futures::{AsyncBufReadExt as _, StreamExt as _, TryStreamExt as _};
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    if selection.follow {
+        return follow_lines(api, selector, selection).await;
+    }
     let mut streams = Vec::new();
     for (name, containers) in containers_of(&api, selector).await? {
         for container in containers {
@@ -150,10 +154,121 @@ pub async fn log_lines(
         }
     }
     let n = streams.len();
-    let merged = if selection.follow {
-        futures::stream::select_all(streams).boxed()
-    } else {
-        futures::stream::iter(streams).flatten().boxed()
-    };
-    Ok((n, merged))
+    Ok((n, futures::stream::iter(streams).flatten().boxed()))
+}
+
+/// One run of one container: a restarted container is another run, with a log of its own.
+type Run = (String, String, i32);
+
+/// The containers of `pod` that have run (running, or terminated with a log), with their
+/// restart counts: init containers first.
+fn runs(pod: &Pod) -> Vec<Run> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    pod.status
+        .iter()
+        .flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        })
+        .filter(|c| {
+            c.state
+                .as_ref()
+                .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+        })
+        .map(|c| (uid.clone(), c.name.clone(), c.restart_count))
+        .collect()
+}
+
+/// Copies one container's log, line by line, into `tx` until the log ends or nobody reads.
+fn forward(
+    api: &Api<Pod>,
+    pod: String,
+    container: String,
+    params: LogParams,
+    tx: futures::channel::mpsc::UnboundedSender<LogLine>,
+) {
+    use futures::{AsyncBufReadExt as _, StreamExt as _};
+    let api = api.clone();
+    tokio::spawn(async move {
+        let line = |text: String| LogLine {
+            pod: pod.clone(),
+            container: container.clone(),
+            line: text,
+        };
+        match api.log_stream(&pod, &params).await {
+            Ok(reader) => {
+                let mut lines = reader.lines();
+                while let Some(next) = lines.next().await {
+                    let text = next.unwrap_or_else(|e| format!("(log interrupted: {e})"));
+                    if tx.unbounded_send(line(text)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = tx.unbounded_send(line(format!("(no log: {e})")));
+            }
+        }
+    });
+}
+
+/// [`log_lines`] with `follow`: the containers running now from `selection`'s point, then
+/// every container that starts while the stream is read, from its first line.
+async fn follow_lines(
+    api: Api<Pod>,
+    selector: &str,
+    selection: &LogSelection,
+) -> Result<(usize, futures::stream::BoxStream<'static, LogLine>), Error> {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let mut pods = api
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items;
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut seen = std::collections::BTreeSet::new();
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        for run in runs(pod) {
+            let params = LogParams {
+                container: Some(run.1.clone()),
+                follow: true,
+                since_seconds: selection.since_seconds,
+                tail_lines: selection.tail_lines,
+                ..LogParams::default()
+            };
+            forward(&api, name.clone(), run.1.clone(), params, tx.clone());
+            seen.insert(run);
+        }
+    }
+    let n = seen.len();
+    let watch_api = api.clone();
+    let config = watcher::Config::default().labels(selector);
+    tokio::spawn(async move {
+        let mut events = watcher(watch_api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = events.next().await {
+            if tx.is_closed() {
+                return;
+            }
+            let Ok(pod) = event else { continue };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            for run in runs(&pod) {
+                if seen.insert(run.clone()) {
+                    let params = LogParams {
+                        container: Some(run.1.clone()),
+                        follow: true,
+                        ..LogParams::default()
+                    };
+                    forward(&api, name.clone(), run.1, params, tx.clone());
+                }
+            }
+        }
+    });
+    Ok((n, rx.boxed()))
 }

@@ -17,14 +17,15 @@ use kstack_verify::{Password, Redactor};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack logs keystone\n  kstack logs nova-compute -f\n  kstack logs glance-api --since 10m --tail 100\n  kstack logs keystone --jobs   # the bootstrap Jobs' pods (db sync, fernet setup, ...)\n\nEach line is `POD/CONTAINER: LINE`; passwords.yml values are shown as ***.\nFollowing reads the pods that exist when it starts, like `kubectl logs -l`.\n\nExit codes: 0 done, 1 the cluster cannot be reached, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack logs keystone\n  kstack logs nova-compute -f\n  kstack logs glance-api --since 10m --tail 100\n  kstack logs keystone --jobs   # the bootstrap Jobs' pods (db sync, fernet setup, ...)\n\nEach line is `POD/CONTAINER: LINE`; passwords.yml values are shown as ***.\nFollowing also reads the pods that start later (a rollout, a replaced pod) and containers that restart, each from its first line, until Ctrl-C.\n\nExit codes: 0 done, 1 the cluster cannot be reached, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
     pub target: super::deploy::Target,
     /// The service (see `kstack services`).
     pub service: String,
-    /// Keep printing lines as they are written (Ctrl-C stops).
+    /// Keep printing lines as they are written, also of pods and containers that start later
+    /// (Ctrl-C stops).
     #[arg(short, long)]
     pub follow: bool,
     /// Only lines newer than this: seconds, or a number with s, m, h or d (e.g. 10m).
