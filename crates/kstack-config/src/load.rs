@@ -266,7 +266,12 @@ fn type_globals(
                     .field(field)
                     .help(issue.help.clone());
                 if let Some(e) = where_.get(&issue.key) {
-                    d = d.at(e.value_loc.line(), e.value_loc.column());
+                    let (line, column) = issue
+                        .subpath
+                        .as_deref()
+                        .and_then(|sub| nested_key_at(text, e.value_loc.line(), sub))
+                        .unwrap_or((e.value_loc.line(), e.value_loc.column()));
+                    d = d.at(line, column);
                     if let Some(span) = span_of(&e.value_loc) {
                         d = d.snippet(text, span, issue.message.clone());
                     }
@@ -277,6 +282,26 @@ fn type_globals(
             (None, diags)
         }
     }
+}
+
+/// Where `sub` is written as a key of its own line (`  sub: ...`) in the block mapping that
+/// starts at `line` (1-based), as line and column; `None` for a flow mapping (`{sub: 1}`, the
+/// mapping's own position then) or a key not found before the next top-level variable.
+fn nested_key_at(text: &str, line: u64, sub: &str) -> Option<(u64, u64)> {
+    let first = usize::try_from(line.saturating_sub(1)).ok()?;
+    for (i, l) in text.lines().enumerate().skip(first) {
+        let trimmed = l.trim_start();
+        if i > first && l.len() == trimmed.len() && !trimmed.is_empty() {
+            return None;
+        }
+        for quote in ["", "\"", "'"] {
+            if trimmed.starts_with(&format!("{quote}{sub}{quote}:")) {
+                let column = l[..l.len() - trimmed.len()].chars().count() + 1;
+                return Some((u64::try_from(i + 1).ok()?, u64::try_from(column).ok()?));
+            }
+        }
+    }
+    None
 }
 
 /// Loads a config directory from its contents. Does no IO. Collects every problem.

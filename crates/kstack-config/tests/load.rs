@@ -57,6 +57,36 @@ fn wrong_types_are_all_reported_with_lines() {
 }
 
 #[test]
+fn an_even_galera_or_rabbitmq_cluster_is_refused_at_its_line_and_an_odd_one_is_not() {
+    let text =
+        "---\nkstack_replicas:\n  keystone: 2\n  mariadb: 2\n  rabbitmq: 4\n  memcached: 2\n";
+    let (globals, diags) = load_globals(text);
+    assert!(globals.is_none());
+    let errors: Vec<_> = diags.iter().filter(|d| d.is_error()).collect();
+    let lines: Vec<_> = errors
+        .iter()
+        .map(|d| (d.field.clone().unwrap(), d.line))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("kstack_replicas.mariadb".to_string(), 4),
+            ("kstack_replicas.rabbitmq".to_string(), 5),
+        ]
+    );
+    let text = render_plain(&diags);
+    assert!(
+        text.contains("when 1 of them stop") && text.contains("use an odd number: 1, or 3"),
+        "{text}"
+    );
+    let (globals, diags) =
+        load_globals("---\nkstack_replicas: {mariadb: 3, rabbitmq: 5, keystone: 2}\n");
+    let globals = globals.unwrap_or_else(|| panic!("{}", render_plain(&diags)));
+    assert_eq!(globals.replicas_for("mariadb"), 3);
+    assert_eq!(globals.replicas_for("rabbitmq"), 5);
+}
+
+#[test]
 fn yaml_syntax_error_in_globals_names_line() {
     let (_, diags) = load_globals("---\nenable_nova: yes\n  bad_indent: [\n");
     assert_eq!(diags.len(), 1);

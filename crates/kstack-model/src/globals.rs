@@ -82,6 +82,10 @@ pub struct GlobalsIssue {
     pub help: String,
 }
 
+/// Services that run as a cluster deciding by majority: an even number of replicas only adds a
+/// way to lose the quorum.
+pub const QUORUM_CLUSTERS: &[&str] = &["mariadb", "rabbitmq"];
+
 /// The deployment description kstack acts on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Globals {
@@ -674,6 +678,26 @@ impl Globals {
             Some(Value::Object(m)) => {
                 for (svc, v) in m {
                     match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                        // A cluster that decides by majority (Galera; RabbitMQ with
+                        // `pause_minority`) of an even size stops as a whole when half of it
+                        // is gone: two servers lose their quorum when one of them stops.
+                        Some(n) if n > 1 && n % 2 == 0 && QUORUM_CLUSTERS.contains(&svc.as_str()) => t
+                            .issue(
+                                "kstack_replicas",
+                                Some(svc.clone()),
+                                format!(
+                                    "{svc} with {n} replicas is a cluster that decides by majority: \
+                                     when {} of them stop, the others stop serving too",
+                                    n / 2
+                                ),
+                                format!(
+                                    "use an odd number: 1, or {} to survive the loss of {} ({} to survive {})",
+                                    n + 1,
+                                    n / 2,
+                                    n - 1,
+                                    (n - 2) / 2
+                                ),
+                            ),
                         Some(n) => {
                             replicas.insert(svc.clone(), n);
                         }
