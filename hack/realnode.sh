@@ -35,8 +35,6 @@ CTR_ROOT=$CACHE/containerd
 PAUSE_REF=kstack.local/pause:3.10
 OWNER_FILE=/run/kstack-real-node.owner
 PROCS="coredns kube-proxy kubelet containerd"
-# What the cloud's hostPath volumes and the volume pool write on this machine.
-HOST_DATA="/var/lib/kstack /run/openvswitch"
 
 say() { echo "kstack dev: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -335,10 +333,17 @@ CF
   wait_until "CoreDNS" 30 coredns curl -sf "http://127.0.0.1:$DNS_HEALTH/health"
 }
 
+# The volume pool of this cluster: a directory of its own (by its dev directory), so the claims
+# of one dev cluster (the tests') never find data another one (the main job's) left behind.
+pool_dir() { echo "/var/lib/kstack/volumes/$(printf %s "$DIR" | sha256sum | cut -c1-12)"; }
+
 # hostPath volumes on the real node for claims of the StorageClass kstack-real-node (static
-# provisioning: the PV controller binds a claim to a free volume of the class).
+# provisioning: the PV controller binds a claim to a free volume of the class). A volume the
+# cluster already has keeps its path (a PV's path cannot change).
 volumes() {
-  local i n=${KSTACK_DEV_REAL_VOLUMES:-24}
+  local i n=${KSTACK_DEV_REAL_VOLUMES:-24} pool existing
+  pool=$(pool_dir)
+  existing=$("$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" get pv -o name 2>/dev/null || true)
   {
     cat <<SC
 apiVersion: storage.k8s.io/v1
@@ -349,6 +354,7 @@ volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
 SC
     for ((i = 1; i <= n; i++)); do
+      grep -qx "persistentvolume/kstack-real-node-$i" <<<"$existing" && continue
       cat <<PV
 ---
 apiVersion: v1
@@ -359,7 +365,7 @@ spec:
   accessModes: [ReadWriteOnce, ReadWriteMany, ReadOnlyMany]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: kstack-real-node
-  hostPath: {path: /var/lib/kstack/volumes/$i, type: DirectoryOrCreate}
+  hostPath: {path: $pool/$i, type: DirectoryOrCreate}
   nodeAffinity:
     required:
       nodeSelectorTerms:
@@ -450,7 +456,15 @@ cmd_down() {
   # The volumes' data stays for the next `up` (the cluster's data in etcd points at it) unless
   # asked to purge; the image store under the cache always stays.
   rm -rf "$R" "$CTR_STATE" /run/openvswitch
-  if [ "${1:-}" = --purge ]; then rm -rf $HOST_DATA; fi
+  # Purging deletes this cluster's volume pool and what the services wrote on the host, not the
+  # pools of other dev clusters.
+  if [ "${1:-}" = --purge ]; then
+    # (numbered directories right under volumes/ are the pool of the layout before per-cluster
+    # pools, which every cluster shared)
+    rm -rf "$(pool_dir)" /var/lib/kstack/volumes/[0-9]* /run/openvswitch
+    find /var/lib/kstack -mindepth 1 -maxdepth 1 ! -name volumes -exec rm -rf {} + 2>/dev/null || true
+    rmdir /var/lib/kstack/volumes /var/lib/kstack 2>/dev/null || true
+  fi
   rm -f "$OWNER_FILE"
 }
 
