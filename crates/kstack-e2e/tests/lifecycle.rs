@@ -489,3 +489,83 @@ async fn replicated_infrastructure_keeps_every_service_ready_through_an_upgrade_
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_statefulset_from_before_the_peers_layout_is_replaced_and_keeps_its_claims()
+-> anyhow::Result<()> {
+    let small = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n";
+    let cloud = Cloud::new("kstack-replace", small).await?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    // MariaDB as a cloud deployed before had it: pods started one by one behind a governing
+    // Service of its own name. Those fields cannot change in place, so the StatefulSet is made
+    // again that way (its pods and claims stay).
+    let client = client().await?;
+    let api: kube::Api<kstack_k8s::api::apps::v1::StatefulSet> =
+        kube::Api::namespaced(client.clone(), &cloud.ns.name);
+    let mut old = api.get("mariadb").await?;
+    let uid = old.metadata.uid.clone();
+    api.delete("mariadb", &kube::api::DeleteParams::orphan())
+        .await?;
+    kube::runtime::wait::await_condition(
+        api.clone(),
+        "mariadb",
+        |o: Option<&kstack_k8s::api::apps::v1::StatefulSet>| o.is_none(),
+    )
+    .await?;
+    old.metadata = kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: old.metadata.name.clone(),
+        labels: old.metadata.labels.clone(),
+        annotations: old.metadata.annotations.clone().map(|mut a| {
+            a.insert(
+                kstack_engine::plan::HASH_ANNOTATION.to_owned(),
+                "before".to_owned(),
+            );
+            a
+        }),
+        ..Default::default()
+    };
+    old.status = None;
+    let spec = old.spec.as_mut().context("spec")?;
+    spec.pod_management_policy = Some("OrderedReady".into());
+    spec.service_name = Some("mariadb".into());
+    api.create(&Default::default(), &old).await?;
+    let claims_before = cloud.of_service("mariadb").await?;
+    let pods: kube::Api<kstack_k8s::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &cloud.ns.name);
+    let pod_before = pods.get("mariadb-0").await?.metadata.uid;
+
+    let out = cloud.run(&["plan"]).await?;
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["replace", "StatefulSet", "mariadb", "mariadb"]),
+        "{plan}"
+    );
+    assert!(plan.contains("1 to replace (pods kept)"), "{plan}");
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{report}\n{stderr}");
+    let now = api.get("mariadb").await?;
+    assert_ne!(now.metadata.uid, uid);
+    let spec = now.spec.context("spec")?;
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
+    assert_eq!(spec.service_name.as_deref(), Some("mariadb-peers"));
+    let status = now.status.context("status")?;
+    assert_eq!(status.ready_replicas, Some(1));
+    // The pod was kept: the new StatefulSet adopted it (same template, nothing to roll).
+    assert_eq!(pods.get("mariadb-0").await?.metadata.uid, pod_before);
+    // Nothing of mariadb's was lost on the way: its claim is still there.
+    let claims_after = cloud.of_service("mariadb").await?;
+    for c in claims_before
+        .iter()
+        .filter(|c| c.starts_with("PersistentVolumeClaim/"))
+    {
+        assert!(claims_after.contains(c), "{c}: {claims_after:?}");
+    }
+    // A second deploy has nothing to replace.
+    let out = cloud.run(&["plan"]).await?;
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(!plan.contains("replace"), "{plan}");
+    Ok(())
+}
