@@ -487,18 +487,7 @@ async fn upgrade_without_a_failed_request(
         }
     }
     assert!(upgraded > 0, "no running pod of an OpenStack service");
-    assert!(
-        load.rounds >= 20,
-        "only {} rounds of token and image list during the upgrade",
-        load.rounds
-    );
-    assert!(
-        load.failures.is_empty(),
-        "{} of {} rounds failed during the upgrade:\n{}",
-        load.failures.len(),
-        load.rounds,
-        load.failures.join("\n")
-    );
+    load.assert_clean("during the upgrade");
     eprintln!(
         "upgrade to {next}: {} s; {} rounds of token issue and image list, 0 failed",
         report["seconds"], load.rounds

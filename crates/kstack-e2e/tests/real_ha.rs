@@ -18,7 +18,7 @@ use kube::api::{DeleteParams, ListParams, LogParams};
 use serde_json::Value;
 
 mod support;
-use support::{admin_password, admin_token, user_load};
+use support::{admin_password, admin_token, password, user_load};
 
 /// On top of the node globals: the infrastructure replicated, keystone twice, glance for the
 /// user's image list, and no compute, network, orchestration or dashboard.
@@ -129,18 +129,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let load = load.await?;
-    assert!(
-        load.rounds >= 20,
-        "only {} rounds of token and image list",
-        load.rounds
-    );
-    assert!(
-        load.failures.is_empty(),
-        "{} of {} rounds failed while a MariaDB and a RabbitMQ pod were replaced:\n{}",
-        load.failures.len(),
-        load.rounds,
-        load.failures.join("\n")
-    );
+    load.assert_clean("while a MariaDB and a RabbitMQ pod were replaced");
     let logs = service_logs(&pods, "mariadb").await?;
     assert!(
         logs["mariadb-1"].contains("joining the running cluster through"),
@@ -282,12 +271,7 @@ async fn restarts(
 /// The running nodes of the RabbitMQ cluster, sorted, as rabbitmq-0's management API lists
 /// them (the cloud's RabbitMQ user).
 async fn rabbitmq_nodes(cloud: &Cloud, pods: &Api<Pod>) -> anyhow::Result<Vec<String>> {
-    let passwords = std::fs::read_to_string(cloud.dir.path().join("passwords.yml"))?;
-    let password = kstack_config::passwords::parse(&passwords)
-        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
-        .get("rabbitmq_password")
-        .context("rabbitmq_password")?
-        .to_owned();
+    let password = password(cloud, "rabbitmq_password")?;
     let ip = pods
         .get("rabbitmq-0")
         .await?

@@ -3,14 +3,19 @@
 use anyhow::Context;
 use kstack_e2e::cloud::Cloud;
 
-/// The admin password of the cloud's passwords.yml.
-pub fn admin_password(cloud: &Cloud) -> anyhow::Result<String> {
+/// The value of `key` in the cloud's passwords.yml.
+pub fn password(cloud: &Cloud, key: &str) -> anyhow::Result<String> {
     let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
     Ok(kstack_config::passwords::parse(&passwords)
         .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?
-        .get("keystone_admin_password")
-        .context("keystone_admin_password")?
+        .get(key)
+        .with_context(|| format!("{key} in passwords.yml"))?
         .to_owned())
+}
+
+/// The admin password of the cloud's passwords.yml.
+pub fn admin_password(cloud: &Cloud) -> anyhow::Result<String> {
+    password(cloud, "keystone_admin_password")
 }
 
 /// What a user's client saw while the cloud changed under it.
@@ -18,6 +23,24 @@ pub fn admin_password(cloud: &Cloud) -> anyhow::Result<String> {
 pub struct Load {
     pub rounds: u64,
     pub failures: Vec<String>,
+}
+
+impl Load {
+    /// Fails unless at least 20 rounds ran and none of them failed; `during` says when.
+    pub fn assert_clean(&self, during: &str) {
+        assert!(
+            self.rounds >= 20,
+            "only {} rounds of token and image list {during}",
+            self.rounds
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{} of {} rounds failed {during}:\n{}",
+            self.failures.len(),
+            self.rounds,
+            self.failures.join("\n")
+        );
+    }
 }
 
 /// Issues a token and lists images, again and again, until `stop` turns true: each round is
