@@ -266,8 +266,10 @@ cmd_up() {
   wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD/health"
 
   case "$down" in *" kube-apiserver"*)
+  # Every address, not only loopback: pods on the real node reach it at the node IP through the
+  # `kubernetes` Service (realnode.sh writes that endpoint). Clients still need a certificate.
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD" \
-    --bind-address=127.0.0.1 --secure-port="$API" --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --bind-address=0.0.0.0 --secure-port="$API" --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
     --cert-dir="$P" --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
     --client-ca-file="$P/ca.crt" --authorization-mode=Node,RBAC \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \

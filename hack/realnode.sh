@@ -11,7 +11,8 @@
 # Env from devcluster.sh: KSTACK_DEV_DIR, KSTACK_DEV_PORT_BASE. Node facts:
 #   node name kstack-real-1, node IP 10.245.0.1 on the bridge kstack0 (routed nowhere else),
 #   pods 10.245.0.0/24 (CNI bridge + host-local + portmap), Service CIDR 10.96.0.0/16 routed to
-#   the bridge, cluster DNS 10.245.0.1:53 (CoreDNS), kubelet on 10.245.0.1:BASE+6.
+#   the bridge, cluster DNS 10.245.0.1:53 (CoreDNS), kubelet on 10.245.0.1:BASE+6, the API
+#   server for pods at 10.245.0.1:BASE (the `kubernetes` Service's endpoint).
 # One real node per machine: kube-proxy's iptables chains and the bridge are machine-wide.
 set -euo pipefail
 
@@ -333,6 +334,24 @@ CF
   wait_until "CoreDNS" 30 coredns curl -sf "http://127.0.0.1:$DNS_HEALTH/health"
 }
 
+# Pods reach the API server as in any cluster, through the `kubernetes` Service (10.96.0.1:443,
+# a name in its certificate): the API server listens on every address of this machine, and its
+# endpoint is the node IP (pods reach the host there). The dev API server runs with no endpoint
+# reconciler, so the endpoint is written here; kube-proxy routes the Service to it.
+api_endpoint() {
+  cat <<EP | "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply --server-side -f - >/dev/null
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes-real-node
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: kstack-dev}
+addressType: IPv4
+endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}}]
+ports: [{name: https, port: $BASE, protocol: TCP}]
+EP
+}
+
 # The volume pool of this cluster: a directory of its own (by its dev directory), so the claims
 # of one dev cluster (the tests') never find data another one (the main job's) left behind.
 pool_dir() { echo "/var/lib/kstack/volumes/$(printf %s "$DIR" | sha256sum | cut -c1-12)"; }
@@ -391,6 +410,7 @@ cmd_up() {
   dns_up
   kubelet_up
   proxy_up
+  api_endpoint
   volumes
   kubelet_ready
   trap - ERR INT TERM
