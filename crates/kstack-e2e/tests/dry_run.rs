@@ -36,6 +36,7 @@ async fn dry_apply_object(client: &Client, ns: &str, o: &Object) -> Result<(), k
         Object::Service(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::PodDisruptionBudget(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::Job(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
+        Object::CronJob(x) => dry_apply(Api::namespaced(c, ns), name, x.as_ref()).await,
         Object::Deployment(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::StatefulSet(x) => dry_apply(Api::namespaced(c, ns), name, x).await,
         Object::DaemonSet(x) => dry_apply(Api::namespaced(c, ns), name, x).await,

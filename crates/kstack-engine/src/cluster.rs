@@ -108,6 +108,7 @@ pub const NAMESPACED_KINDS: &[&str] = &[
     "Service",
     "PodDisruptionBudget",
     "Job",
+    "CronJob",
     "Deployment",
     "StatefulSet",
     "DaemonSet",
@@ -137,6 +138,10 @@ pub trait Cluster: Send + Sync {
 
     /// Deletes the object (background propagation); deleting a missing object is not an error.
     async fn delete(&self, object: &ObjectRef) -> Result<(), ClusterError>;
+
+    /// Creates the object unless one of its name exists; returns whether it created it. What
+    /// exists is left as it is (a key repository's Secret is made once, never overwritten).
+    async fn create(&self, manifest: &Value) -> Result<bool, ClusterError>;
 
     /// Deletes the object but not what it owns (orphan propagation: a StatefulSet's pods keep
     /// running) and returns once the object is gone; a missing object is not an error.

@@ -330,7 +330,14 @@ impl Ctx<'_> {
                 self.retry(|| self.cluster.delete_keeping_pods(r)).await?;
                 n += 1;
             }
-            if o.action != Action::Unchanged {
+            if o.action == Action::Create && o.desired.generated() {
+                let manifest = crate::keys::with_fresh_keys(&o.desired.manifest);
+                if self.retry(|| self.cluster.create(&manifest)).await? {
+                    tracing::info!(object = %o.desired.reference, "created with new keys");
+                    self.writes.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+            } else if o.action != Action::Unchanged {
                 self.apply(&o.desired.manifest).await?;
                 n += 1;
             }

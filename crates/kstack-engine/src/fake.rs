@@ -216,6 +216,19 @@ impl Cluster for FakeCluster {
         Ok(manifest.clone())
     }
 
+    async fn create(&self, manifest: &Value) -> Result<bool, ClusterError> {
+        let mut i = self.lock();
+        self.check(&mut i)?;
+        let r = ObjectRef::of(manifest);
+        if i.objects.contains_key(&r) {
+            return Ok(false);
+        }
+        i.writes += 1;
+        self.note(&mut i, format!("create {r}"));
+        i.objects.insert(r, manifest.clone());
+        Ok(true)
+    }
+
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ClusterError> {
         let mut i = self.lock();
         self.check(&mut i)?;

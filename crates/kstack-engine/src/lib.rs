@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod execute;
 pub mod fake;
+pub mod keys;
 pub mod plan;
 pub mod release;
 pub mod rollback;

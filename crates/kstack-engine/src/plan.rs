@@ -32,6 +32,7 @@ use crate::release::{Migration, RELEASE_LABEL, ReleaseHistory, ServiceState, col
 pub const HASH_ANNOTATION: &str = "kstack.io/applied-hash";
 /// Label naming the bootstrap task a Job runs.
 pub const TASK_LABEL: &str = kstack_render::kubernetes::TASK_LABEL;
+pub use kstack_render::keys::GENERATED_ANNOTATION;
 /// Label every object kstack owns carries; prune never looks at anything else.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kstack");
 /// Label naming the catalog service of an object.
@@ -127,6 +128,18 @@ impl DesiredObject {
     pub fn immutable(&self) -> bool {
         self.reference.kind == "Job" || self.manifest["immutable"] == Value::Bool(true)
     }
+
+    /// A Secret whose content the engine generates when it creates it (a key repository):
+    /// created once, never changed, pruned or restored by kstack.
+    pub fn generated(&self) -> bool {
+        is_generated(&self.manifest)
+    }
+}
+
+/// Whether an object (desired or observed) carries [`GENERATED_ANNOTATION`].
+pub fn is_generated(manifest: &Value) -> bool {
+    manifest["kind"] == "Secret"
+        && !manifest["metadata"]["annotations"][GENERATED_ANNOTATION].is_null()
 }
 
 /// Per-step time limits (a default plus per-service values, `kstack_timeouts`) and how many
@@ -397,7 +410,7 @@ pub fn plan(
         .map(|d| {
             let action = match observed.applied_hash(&d.reference) {
                 None => Action::Create,
-                Some(_) if d.immutable() => Action::Unchanged,
+                Some(_) if d.immutable() || d.generated() => Action::Unchanged,
                 Some(h) if h == d.hash => Action::Unchanged,
                 Some(_)
                     if observed.objects.get(&d.reference).is_some_and(|current| {
@@ -671,7 +684,8 @@ fn prune_candidates(
         if wanted.contains(r) {
             continue;
         }
-        if r.kind == "PersistentVolumeClaim" {
+        // Generated keys are data too: a keystone disabled and enabled again keeps its keys.
+        if r.kind == "PersistentVolumeClaim" || is_generated(o) {
             continue;
         }
         // A Job is kept while it may still matter (a finished Job is never run again); one

@@ -39,6 +39,8 @@ pub async fn restore(
         .manifests
         .iter()
         .filter(|m| !NOT_RESTORED.contains(&m["kind"].as_str().unwrap_or_default()))
+        // Keys are never rolled back: tokens signed since would no longer validate.
+        .filter(|m| !crate::plan::is_generated(m))
         .collect();
     for m in &restored {
         if m["kind"] == "StatefulSet" {

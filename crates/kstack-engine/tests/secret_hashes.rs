@@ -18,6 +18,8 @@ fn a_secret_hash_leaves_out_its_data_and_a_config_map_hash_covers_it() {
     let (mut secrets, mut config_maps) = (0, 0);
     for o in &mut changed.objects {
         match o {
+            // A key repository's rendered Secret has no data (the engine generates it).
+            Object::Secret(s) if s.data.is_none() => {}
             Object::Secret(s) => {
                 for v in s.data.as_mut().unwrap().values_mut() {
                     *v = ByteString(b"a guessed password".to_vec());

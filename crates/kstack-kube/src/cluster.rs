@@ -11,6 +11,7 @@ use kstack_engine::status::{job_finished, rollout_complete};
 use kstack_k8s::api::core::v1::{Event, Pod};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
@@ -108,6 +109,7 @@ fn resource(kind: &str) -> Option<(ApiResource, bool)> {
         "Pod" => ("", "v1", "pods", true),
         "PodDisruptionBudget" => ("policy", "v1", "poddisruptionbudgets", true),
         "Job" => ("batch", "v1", "jobs", true),
+        "CronJob" => ("batch", "v1", "cronjobs", true),
         "Deployment" => ("apps", "v1", "deployments", true),
         "StatefulSet" => ("apps", "v1", "statefulsets", true),
         "DaemonSet" => ("apps", "v1", "daemonsets", true),
@@ -180,6 +182,22 @@ impl Cluster for KubeCluster {
             .await
             .map_err(|e| cluster_error(&format!("applying {r}"), e))?;
         Ok(to_value(&r.kind, &o))
+    }
+
+    async fn create(&self, manifest: &Value) -> Result<bool, ClusterError> {
+        let r = ObjectRef::of(manifest);
+        let api = self.api(&r.kind, r.namespace.as_deref())?;
+        let object: DynamicObject = serde_json::from_value(manifest.clone())
+            .map_err(|e| ClusterError::permanent(format!("{r} is not a Kubernetes object: {e}")))?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        match api.create(&params, &object).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(cluster_error(&format!("creating {r}"), e)),
+        }
     }
 
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ClusterError> {

@@ -324,6 +324,19 @@ pub enum VolumeKind {
     HostPath { path: String },
     /// An emptyDir shared by the containers of one pod.
     SharedEmptyDir,
+    /// A repository of Fernet keys every replica must share (Keystone's token and credential
+    /// keys). On Kubernetes: a Secret named like the volume, which the engine creates once
+    /// with a staged key `0` and a primary key `1` (what `keystone-manage fernet_setup` makes)
+    /// and never changes, prunes or rolls back; it is mounted read-only, its files readable
+    /// by the group `fs_group` (the pod's `fsGroup`), and only the key rotation writes it. On
+    /// Compose: a named volume, filled by the service's setup tasks. With `rotate`, a
+    /// CronJob rotates the keys (`keystone-manage fernet_rotate`) every
+    /// `fernet_key_rotation_interval`.
+    KeyRepository {
+        fs_group: i64,
+        #[serde(default)]
+        rotate: bool,
+    },
 }
 
 /// A container health check from the Kolla healthcheck table, with kolla-ansible timings.
@@ -376,6 +389,25 @@ pub struct BootstrapTask {
     /// only, or as a migration phase of an upgrade.
     #[serde(default, skip_serializing_if = "Phase::is_always")]
     pub phase: Phase,
+    /// The one target the task runs on; absent: both. A task the other target does another
+    /// way (Keystone's key setup: a Secret the engine creates on Kubernetes) names its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_on: Option<TaskTarget>,
+}
+
+/// A deployment target, as a bootstrap task names it in `only_on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskTarget {
+    Kubernetes,
+    Compose,
+}
+
+impl BootstrapTask {
+    /// Whether the task runs on `target`.
+    pub fn runs_on(&self, target: TaskTarget) -> bool {
+        self.only_on.is_none_or(|t| t == target)
+    }
 }
 
 /// When a bootstrap task runs. An upgrade is a deploy that changes a service's workload
@@ -1017,7 +1049,9 @@ mod tests {
                     // Claims, and host directories kstack keeps state in; not the host's own
                     // /dev, /run, /lib/modules, /etc/iscsi.
                     let data = match &v.kind {
-                        VolumeKind::PersistentClaim { .. } | VolumeKind::SharedEmptyDir => true,
+                        VolumeKind::PersistentClaim { .. }
+                        | VolumeKind::SharedEmptyDir
+                        | VolumeKind::KeyRepository { .. } => true,
                         VolumeKind::HostPath { path } => path.starts_with("/var/lib/kstack/"),
                     };
                     // libvirtd's state, written by nova-libvirt (root); nova-compute reads it.
@@ -1043,7 +1077,8 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 9);
+        // Keystone's two key repositories among them.
+        assert_eq!(checked, 10);
     }
 
     #[test]

@@ -126,8 +126,31 @@ pub struct Globals {
     /// Extra labels on the pods of a service (`kstack_pod_labels`), e.g. for policies or
     /// monitoring; never the `app.kubernetes.io/` labels kstack selects pods by.
     pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Keystone's token lifetime and key rotation (kolla-ansible's `fernet_*` settings).
+    pub fernet: FernetTiming,
     /// Every variable after merging defaults, user values and derived values; templates read these.
     pub vars: BTreeMap<String, Value>,
+}
+
+/// Keystone's token lifetime and Fernet key rotation, in seconds, as kolla-ansible names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FernetTiming {
+    /// `fernet_token_expiry`: how long a token is valid.
+    pub token_expiry: u64,
+    /// `fernet_token_allow_expired_window`: how long after its expiry a token may still be
+    /// fetched with `allow_expired` (services finishing long operations).
+    pub allow_expired_window: u64,
+    /// `fernet_key_rotation_interval` (default: expiry + window): how often the keys rotate.
+    pub rotation_interval: u64,
+}
+
+impl FernetTiming {
+    /// The keys Keystone keeps: enough that a key is only purged once every token it signed
+    /// has expired and left the allowed window (kolla-ansible's formula), plus the staged
+    /// and the primary key.
+    pub fn max_active_keys(&self) -> u64 {
+        (self.token_expiry + self.allow_expired_window) / self.rotation_interval + 2
+    }
 }
 
 /// The defaults of every variable kstack interprets (before derivation).
@@ -157,6 +180,13 @@ pub fn defaults() -> BTreeMap<String, Value> {
     }
     m.insert("enable_openstack_core".into(), Value::Bool(true));
     // The limits libvirtd gives each QEMU process (0: leave the inherited ones).
+    // Keystone tokens live a day, may be fetched expired for two more (kolla-ansible's values);
+    // `fernet_key_rotation_interval` defaults to their sum.
+    m.insert("fernet_token_expiry".into(), Value::from(86_400));
+    m.insert(
+        "fernet_token_allow_expired_window".into(),
+        Value::from(172_800),
+    );
     m.insert("qemu_max_files".into(), Value::from(32768));
     m.insert("qemu_max_processes".into(), Value::from(131_072));
     // oslo.messaging: fanout on RabbitMQ streams, with the consumer prefetch they need.
@@ -237,6 +267,7 @@ pub fn known_keys() -> Vec<String> {
             "openstack_tag",
             "kolla_internal_vip_address",
             "kstack_storage_class",
+            "fernet_key_rotation_interval",
         ]
         .map(String::from),
     );
@@ -247,6 +278,78 @@ pub fn known_keys() -> Vec<String> {
     keys.dedup();
     keys
 }
+
+/// A whole number of seconds (a YAML integer or a string holding one).
+fn seconds(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// A scalar as written (`90`, `"daily"`), anything else by its kind.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Number(n) => format!("`{n}`"),
+        Value::String(s) => format!("`{s}`"),
+        _ => describe(v).to_owned(),
+    }
+}
+
+/// The `fernet_*` settings, checked: a rotation interval of whole minutes (the rotation
+/// CronJob checks every minute at most) that is no longer than a token's expiry plus its
+/// window, since with a longer one Keystone keeps too few keys and a rotation would purge the
+/// key of tokens still valid.
+fn fernet_timing(t: &mut Typer, vars: &BTreeMap<String, Value>) -> FernetTiming {
+    let mut get = |key: &str, min: u64, default: u64| -> u64 {
+        let v = &vars[key];
+        match seconds(v).filter(|n| (min..=MAX_FERNET_SECS).contains(n)) {
+            Some(n) => n,
+            None => {
+                t.issue(
+                    key,
+                    None,
+                    format!(
+                        "expected a whole number of seconds from {min} to {MAX_FERNET_SECS}, found {}",
+                        shown(v)
+                    ),
+                    format!("write e.g. `{key}: {default}`"),
+                );
+                default
+            }
+        }
+    };
+    let token_expiry = get("fernet_token_expiry", 60, 86_400);
+    let allow_expired_window = get("fernet_token_allow_expired_window", 0, 172_800);
+    let lifetime = token_expiry + allow_expired_window;
+    let key = "fernet_key_rotation_interval";
+    let rotation_interval = match vars.get(key) {
+        None => lifetime,
+        Some(v) => match seconds(v) {
+            Some(n) if n >= 60 && n % 60 == 0 && n <= lifetime => n,
+            _ => {
+                t.issue(
+                    key,
+                    None,
+                    format!(
+                        "expected a whole number of minutes in seconds, from 60 to fernet_token_expiry + fernet_token_allow_expired_window ({lifetime}), found {}",
+                        shown(v)
+                    ),
+                    format!(
+                        "write e.g. `{key}: {lifetime}` (the default), or leave it out; a longer interval makes Keystone keep too few keys, and a rotation would invalidate tokens that have not expired"
+                    ),
+                );
+                lifetime
+            }
+        },
+    };
+    FernetTiming {
+        token_expiry,
+        allow_expired_window,
+        rotation_interval,
+    }
+}
+
+/// The longest token lifetime or rotation interval accepted: a year.
+const MAX_FERNET_SECS: u64 = 366 * 86_400;
 
 /// Reads an Ansible-style boolean: YAML booleans or the strings yes/no/true/false/on/off.
 pub fn parse_bool(v: &Value) -> Option<bool> {
@@ -634,6 +737,7 @@ impl Globals {
                 );
             }
         }
+        let fernet = fernet_timing(&mut t, &vars);
         t.one_of("ovs_datapath", OVS_DATAPATHS);
         t.bool("openstack_logging_debug");
         for key in ["kolla_external_fqdn", "kolla_external_vip_address"] {
@@ -985,6 +1089,7 @@ impl Globals {
             timeouts,
             history_limit,
             pod_labels,
+            fernet,
             vars,
         })
     }
@@ -1197,6 +1302,68 @@ mod tests {
             "{}",
             issues[0].message
         );
+    }
+
+    #[test]
+    fn fernet_timing_follows_kolla_ansible_and_refuses_an_interval_that_would_drop_live_keys() {
+        let g = Globals::from_vars(&BTreeMap::new()).unwrap();
+        assert_eq!(
+            g.fernet,
+            FernetTiming {
+                token_expiry: 86_400,
+                allow_expired_window: 172_800,
+                rotation_interval: 259_200,
+            }
+        );
+        assert_eq!(g.fernet.max_active_keys(), 3);
+        let g = Globals::from_vars(&vars(json!({
+            "fernet_token_expiry": "1800",
+            "fernet_token_allow_expired_window": 0,
+            "fernet_key_rotation_interval": 60,
+        })))
+        .unwrap();
+        assert_eq!(g.fernet.rotation_interval, 60);
+        assert_eq!(g.fernet.max_active_keys(), 32);
+        // Daily rotation of day-long tokens with kolla-ansible's window: 3 + 2 keys.
+        let g = Globals::from_vars(&vars(json!({"fernet_key_rotation_interval": 86_400}))).unwrap();
+        assert_eq!(g.fernet.max_active_keys(), 5);
+
+        for (vars_, key, needle) in [
+            (
+                json!({"fernet_key_rotation_interval": 90}),
+                "fernet_key_rotation_interval",
+                "whole number of minutes",
+            ),
+            (
+                json!({"fernet_key_rotation_interval": 259_260}),
+                "fernet_key_rotation_interval",
+                "(259200), found `259260`",
+            ),
+            (
+                json!({"fernet_key_rotation_interval": "daily"}),
+                "fernet_key_rotation_interval",
+                "found `daily`",
+            ),
+            (
+                json!({"fernet_token_expiry": 30}),
+                "fernet_token_expiry",
+                "from 60 to",
+            ),
+            (
+                json!({"fernet_token_allow_expired_window": -1}),
+                "fernet_token_allow_expired_window",
+                "from 0 to",
+            ),
+        ] {
+            let issues = Globals::from_vars(&vars(vars_.clone())).unwrap_err();
+            assert_eq!(issues.len(), 1, "{vars_}: {issues:?}");
+            assert_eq!(issues[0].key, key, "{vars_}");
+            assert!(
+                issues[0].message.contains(needle),
+                "{vars_}: {}",
+                issues[0].message
+            );
+        }
     }
 
     #[test]

@@ -62,7 +62,7 @@
 use std::collections::BTreeMap;
 
 use kstack_config::Config;
-use kstack_model::catalog::{self, HealthTest, VolumeKind};
+use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind};
 use kstack_model::globals::Globals;
 use serde::{Deserialize, Serialize};
 
@@ -296,7 +296,9 @@ impl SingleNode<'_> {
     /// containers) also returns the top-level named volume it needs.
     pub fn mount(service: &str, v: &catalog::Volume) -> (Mount, Option<String>) {
         match &v.kind {
-            VolumeKind::PersistentClaim { .. } | VolumeKind::SharedEmptyDir => {
+            VolumeKind::PersistentClaim { .. }
+            | VolumeKind::SharedEmptyDir
+            | VolumeKind::KeyRepository { .. } => {
                 let name = Self::volume_name(service, &v.name);
                 let m = Mount {
                     kind: MountKind::Volume,
@@ -401,7 +403,10 @@ impl SingleNode<'_> {
 /// never upgraded in place, so the migration phases of an upgrade (expand, contract) have no
 /// one-shot service.
 fn installs(service: &catalog::Service) -> impl Iterator<Item = &catalog::BootstrapTask> {
-    service.bootstrap.iter().filter(|t| !t.phase.is_upgrade())
+    service
+        .bootstrap
+        .iter()
+        .filter(|t| !t.phase.is_upgrade() && t.runs_on(TaskTarget::Compose))
 }
 
 /// The Compose service name of a bootstrap task.

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use kstack_config::Config;
 use kstack_config::overrides::{self, HostIndex, Ini};
 use kstack_config::passwords::{Passwords, Secret};
-use kstack_model::catalog::{Catalog, Container, WorkloadKind};
+use kstack_model::catalog::{Catalog, Container, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
@@ -640,6 +640,15 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
         .unwrap_or(1);
     set("rabbitmq_qos_prefetch_count", Value::from(prefetch));
+    set("fernet_token_expiry", Value::from(g.fernet.token_expiry));
+    set(
+        "fernet_token_allow_expired_window",
+        Value::from(g.fernet.allow_expired_window),
+    );
+    set(
+        "fernet_max_active_keys",
+        Value::from(g.fernet.max_active_keys()),
+    );
     set(
         "enabled_services",
         Value::from(config.enabled.iter().cloned().collect::<Vec<String>>()),
@@ -920,14 +929,20 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
         let mut variants: Vec<ContainerFiles> = Vec::new();
         for c in &service.containers {
             let bind = target.bind_address(&config.globals);
-            let kolla =
-                KollaConfig::for_container(c, &config.globals.distro(), &bind).map_err(|e| {
-                    RenderError::UnknownFact {
-                        service: name.clone(),
-                        container: c.name.clone(),
-                        message: e.to_string(),
-                    }
+            let mut kolla = KollaConfig::for_container(c, &config.globals.distro(), &bind)
+                .map_err(|e| RenderError::UnknownFact {
+                    service: name.clone(),
+                    container: c.name.clone(),
+                    message: e.to_string(),
                 })?;
+            // A key repository is a read-only Secret on Kubernetes: nothing to chown there.
+            if target == Target::Kubernetes {
+                kolla.permissions.retain(|p| {
+                    !service.volumes.iter().any(|v| {
+                        matches!(v.kind, VolumeKind::KeyRepository { .. }) && v.mount_path == p.path
+                    })
+                });
+            }
             // Where each of the container's files lands, by template name (a file may name
             // another one's path, as galera.cnf names the monitor user's SQL).
             let dests: BTreeMap<String, String> = c

@@ -45,23 +45,25 @@ use kstack_k8s::api::core::v1::{
     EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle,
     LifecycleHandler, Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement,
     NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    Probe, ProjectedVolumeSource, ResourceRequirements, Secret, SecretKeySelector,
-    SecretProjection, SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, Volume,
-    VolumeMount, VolumeProjection, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, Secret,
+    SecretKeySelector, SecretProjection, SecretVolumeSource, SecurityContext, Service, ServicePort,
+    ServiceSpec, SleepAction, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
+    WeightedPodAffinityTerm,
 };
 use kstack_k8s::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use kstack_k8s::apimachinery::pkg::api::resource::Quantity;
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_k8s::k8s_openapi::ByteString;
-use kstack_model::catalog::{self, HealthTest, VolumeKind, WorkloadKind};
+use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind, WorkloadKind};
 use kstack_model::distro::{Distro, UnknownFact};
 use kstack_model::globals::Globals;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
+use crate::keys;
 use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
 
@@ -187,7 +189,7 @@ impl std::fmt::Debug for SecretNames {
     }
 }
 
-fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
+pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
         ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
@@ -206,7 +208,7 @@ fn selector(service: &str) -> BTreeMap<String, String> {
     ])
 }
 
-fn meta(globals: &Globals, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
+pub(crate) fn meta(globals: &Globals, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         namespace: Some(globals.kubernetes_namespace.clone()),
@@ -309,12 +311,24 @@ fn data_volumes(
                 empty_dir: Some(EmptyDirVolumeSource::default()),
                 ..Default::default()
             }),
+            // Whole-directory mount (never subPath): the kubelet swaps the files in place when
+            // the rotation updates the Secret, and the service reads the new keys.
+            VolumeKind::KeyRepository { .. } => Some(Volume {
+                name: v.name.clone(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(v.name.clone()),
+                    default_mode: Some(keys::KEY_MODE),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
         };
         volumes.extend(source);
+        let read_only = v.read_only || matches!(v.kind, VolumeKind::KeyRepository { .. });
         mounts.push(VolumeMount {
             name: v.name.clone(),
             mount_path: v.mount_path.clone(),
-            read_only: v.read_only.then_some(true),
+            read_only: read_only.then_some(true),
             ..Default::default()
         });
     }
@@ -344,7 +358,16 @@ fn pod_spec(
 ) -> PodSpec {
     let p = &service.privileges;
     let (key, value) = globals.role_label(&service.role.to_string());
+    // The group that may read a key repository's Secret files (mode KEY_MODE).
+    let fs_group = service.volumes.iter().find_map(|v| match v.kind {
+        VolumeKind::KeyRepository { fs_group, .. } => Some(fs_group),
+        _ => None,
+    });
     PodSpec {
+        security_context: fs_group.map(|g| PodSecurityContext {
+            fs_group: Some(g),
+            ..Default::default()
+        }),
         containers,
         volumes: Some(volumes),
         node_selector: Some(BTreeMap::from([(key, value)])),
@@ -564,7 +587,7 @@ fn slug(name: &str) -> String {
 /// Labels of a service's pods: the operator's `kstack_pod_labels` for the service, then
 /// kstack's own (globals validation rejects the `app.kubernetes.io/` prefix, so the operator's
 /// labels never override a selector).
-fn pod_labels(
+pub(crate) fn pod_labels(
     globals: &Globals,
     service: &str,
     own: BTreeMap<String, String>,
@@ -790,12 +813,18 @@ impl Renderer<'_> {
         // StatefulSet controller would give it, so it adopts it) is rendered too: the bootstrap
         // Job runs before the StatefulSet exists and must find the claim to write the data volume.
         for v in &service.volumes {
-            if let VolumeKind::PersistentClaim { size } = &v.kind {
-                out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
-                    metadata: meta(globals, &claim_name(name, is_sts, v), labels(name, "data")),
-                    spec: Some(pvc_spec(globals, size)),
-                    ..Default::default()
-                }));
+            match &v.kind {
+                VolumeKind::PersistentClaim { size } => {
+                    out.push(Object::PersistentVolumeClaim(PersistentVolumeClaim {
+                        metadata: meta(globals, &claim_name(name, is_sts, v), labels(name, "data")),
+                        spec: Some(pvc_spec(globals, size)),
+                        ..Default::default()
+                    }))
+                }
+                VolumeKind::KeyRepository { .. } => out.push(Object::Secret(
+                    keys::repository_secret(globals, name, &v.name),
+                )),
+                VolumeKind::HostPath { .. } | VolumeKind::SharedEmptyDir => {}
             }
         }
 
@@ -929,7 +958,13 @@ impl Renderer<'_> {
             )));
         }
 
-        for task in &service.bootstrap {
+        out.extend(keys::rotation(globals, name, service));
+
+        for task in service
+            .bootstrap
+            .iter()
+            .filter(|t| t.runs_on(TaskTarget::Kubernetes))
+        {
             out.extend(self.task(name, service, &parts, task)?);
         }
         Ok(out)

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use kstack_k8s::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use kstack_k8s::api::batch::v1::Job;
+use kstack_k8s::api::batch::v1::{CronJob, Job};
 use kstack_k8s::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
@@ -19,6 +19,7 @@ use serde::Serialize;
 pub mod compose;
 pub mod escape;
 pub mod files;
+pub mod keys;
 pub mod kubernetes;
 pub mod rbac;
 mod secrets;
@@ -42,6 +43,8 @@ pub enum Object {
     Service(Service),
     PodDisruptionBudget(PodDisruptionBudget),
     Job(Job),
+    /// Boxed: its spec is inline, far larger than the other variants.
+    CronJob(Box<CronJob>),
     Deployment(Deployment),
     StatefulSet(StatefulSet),
     DaemonSet(DaemonSet),
@@ -63,6 +66,7 @@ impl Object {
             Object::Service(o) => &o.metadata,
             Object::PodDisruptionBudget(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
+            Object::CronJob(o) => &o.metadata,
             Object::Deployment(o) => &o.metadata,
             Object::StatefulSet(o) => &o.metadata,
             Object::DaemonSet(o) => &o.metadata,
@@ -84,6 +88,7 @@ impl Object {
             Object::Service(_) => "Service",
             Object::PodDisruptionBudget(_) => "PodDisruptionBudget",
             Object::Job(_) => "Job",
+            Object::CronJob(_) => "CronJob",
             Object::Deployment(_) => "Deployment",
             Object::StatefulSet(_) => "StatefulSet",
             Object::DaemonSet(_) => "DaemonSet",
@@ -118,7 +123,10 @@ impl Object {
             Object::PersistentVolumeClaim(_) => 3,
             Object::Service(_) | Object::PodDisruptionBudget(_) => 4,
             Object::Job(_) => 5,
-            Object::Deployment(_) | Object::StatefulSet(_) | Object::DaemonSet(_) => 6,
+            Object::Deployment(_)
+            | Object::StatefulSet(_)
+            | Object::DaemonSet(_)
+            | Object::CronJob(_) => 6,
         }
     }
 

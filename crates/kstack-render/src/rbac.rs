@@ -3,8 +3,10 @@
 //! watches and prunes, read access to pods and events for failure reports, and a ClusterRole
 //! that may create the namespace and read or update only that namespace.
 //!
-//! Deliberately absent: any access to other namespaces, to nodes, to pod exec/logs, and the
-//! `escalate`/`bind` verbs (kstack renders no Roles for the services it deploys).
+//! Deliberately absent: any access to other namespaces, to nodes, to pod exec, and the
+//! `escalate`/`bind` verbs. The only Role kstack renders for a service (Keystone's key
+//! rotation: get and patch on one named Secret) grants less than this Role holds, which is
+//! what Kubernetes requires of whoever creates it without `escalate`.
 use std::collections::BTreeMap;
 
 use kstack_k8s::api::core::v1::ServiceAccount;
@@ -75,7 +77,7 @@ pub fn deployer(globals: &Globals) -> Rendered {
                 &["deployments", "statefulsets", "daemonsets"],
                 &manage,
             ),
-            rule(&["batch"], &["jobs"], &manage),
+            rule(&["batch"], &["jobs", "cronjobs"], &manage),
             rule(&["policy"], &["poddisruptionbudgets"], &manage),
             rule(
                 &["rbac.authorization.k8s.io"],

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kstack_config::Config;
 use kstack_config::passwords::{self, Passwords, Secret};
 use kstack_k8s::api::core::v1::{Container, PodSpec, Volume};
-use kstack_model::catalog::{Catalog, Phase};
+use kstack_model::catalog::{self, Catalog, Phase};
 use kstack_model::globals::Globals;
 use kstack_render::compose::{
     self, ComposeBundle, ComposeError, ComposeFile, ComposeService, Condition, MountKind,
@@ -416,6 +416,33 @@ fn k8s_config_files(r: &Rendered, spec: &PodSpec, c: &Container) -> BTreeMap<Str
 
 /// Kubernetes file contents with every Service and replica address replaced by the address
 /// the same service has on the Compose target.
+/// `files` with the `permissions` entries of key repositories taken out of `config.json` (and
+/// the key left out once empty, as the renderer leaves it out).
+fn without_key_repository_permissions(
+    config: &Config,
+    mut files: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let keys: Vec<&str> = config
+        .catalog
+        .services
+        .values()
+        .flat_map(|s| &s.volumes)
+        .filter(|v| matches!(v.kind, catalog::VolumeKind::KeyRepository { .. }))
+        .map(|v| v.mount_path.as_str())
+        .collect();
+    if let Some(text) = files.get_mut("config.json") {
+        let mut json: serde_json::Value = serde_json::from_str(text).unwrap();
+        if let Some(p) = json["permissions"].as_array_mut() {
+            p.retain(|e| !keys.contains(&e["path"].as_str().unwrap_or_default()));
+            if p.is_empty() {
+                json.as_object_mut().unwrap().remove("permissions");
+            }
+            *text = format!("{}\n", serde_json::to_string_pretty(&json).unwrap());
+        }
+    }
+    files
+}
+
 fn on_one_node(config: &Config, files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     files
         .iter()
@@ -638,9 +665,11 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
                 // The same files once the addresses are resolved for one node: a task's own
-                // files (client.cnf, clouds.yaml, scripts) name services by address.
+                // files (client.cnf, clouds.yaml, scripts) name services by address. The one
+                // intended difference: key repositories are named volumes the setup tasks
+                // chown here, read-only Secrets on Kubernetes.
                 assert_eq!(
-                    files,
+                    without_key_repository_permissions(&config, files),
                     on_one_node(&config, &k8s_files),
                     "{}: config files",
                     o.name()
@@ -685,14 +714,14 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
             }
             assert_eq!(env_files.lines().count(), secret_env, "{}", c.name);
             // The same config files, byte for byte once addresses are resolved for one node
-            // (config.json carries the command).
+            // (config.json carries the command), but for key repositories' permissions.
             let path = format!("{svc_name}/{}", c.name);
             let files: BTreeMap<String, String> = dirs[path.as_str()]
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             assert_eq!(
-                files,
+                without_key_repository_permissions(&config, files.clone()),
                 on_one_node(&config, &k8s_files),
                 "{}: config files",
                 c.name
@@ -741,7 +770,12 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     ),
                     None => assert_eq!(cm.kind, MountKind::Volume, "{}: {}", c.name, m.mount_path),
                 }
-                assert_eq!(cm.read_only, m.read_only.unwrap_or(false));
+                // A key repository: a read-only Secret there, a volume its setup tasks write here.
+                let key_repository = v.is_some_and(|v| v.secret.is_some());
+                assert_eq!(
+                    cm.read_only,
+                    m.read_only.unwrap_or(false) && !key_repository
+                );
             }
             // Dependencies: every enabled catalog dependency, healthy; every task, completed.
             for dep in catalog_svc

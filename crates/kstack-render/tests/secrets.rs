@@ -220,6 +220,8 @@ fn secret_names(r: &kstack_render::Rendered) -> Vec<(String, String, Vec<u8>)> {
     r.objects
         .iter()
         .filter_map(|o| match o {
+            // A key repository is named by its volume and holds generated keys, not a file.
+            Object::Secret(s) if s.data.is_none() => None,
             Object::Secret(s) => {
                 let name = o.name().to_owned();
                 let (prefix, hash) = name.rsplit_once('-').unwrap();
