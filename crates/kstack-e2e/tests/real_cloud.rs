@@ -16,7 +16,7 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 mod support;
-use support::{admin_password, admin_token, user_load};
+use support::{Apis, admin_password, admin_token, user_load};
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
 /// default), with a longer step limit for a loaded machine.
@@ -395,7 +395,13 @@ async fn upgrade_without_a_failed_request(
     let password = admin_password(cloud)?;
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = tokio::spawn(user_load(keystone, glance, password, stop.clone()));
+    let nova = Some(format!("http://{}:8774", ip("nova-api")?));
+    let apis = Apis {
+        keystone,
+        glance,
+        nova,
+    };
+    let load = tokio::spawn(user_load(apis, password, stop.clone()));
     // An operator follows keystone's logs through the upgrade.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
     let keystone_pods = |list: Vec<Pod>| -> Vec<String> {

@@ -1,10 +1,11 @@
 //! Replicated infrastructure on the dev cluster's real node: three MariaDB servers in one
 //! Galera cluster, three RabbitMQ nodes in one cluster, two memcached and two keystone, in real
-//! containers of the images `hack/images.sh` built. Then, while a user issues tokens and lists
-//! images, one MariaDB and one RabbitMQ pod are deleted: no request fails and both rejoin.
-//! Then every MariaDB server is killed at once (a power cut): the servers find the most
-//! advanced of them, it starts the cluster again, the others join, and no committed row is
-//! lost. Needs what `real_cloud.rs` needs (hack/test.sh provides it) and runs on the node's
+//! containers of the images `hack/images.sh` built, with glance and nova. Then, while a user
+//! issues tokens, creates and lists images and lists servers, one MariaDB and one RabbitMQ pod
+//! are deleted: no request fails and both rejoin. Then every MariaDB server is killed at once
+//! (a power cut): the servers find the most advanced of them, it starts the cluster again, the
+//! others join, and no committed row is lost. Keystone's keys rotate every minute throughout,
+//! and tokens of either keystone replica validate on the other. Needs what `real_cloud.rs` needs (hack/test.sh provides it) and runs on the node's
 //! own host, as that test does.
 use std::time::Duration;
 
@@ -12,19 +13,22 @@ use anyhow::Context;
 use kstack_e2e::client;
 use kstack_e2e::cloud::{Cloud, real_node_globals};
 use kstack_k8s::api::apps::v1::StatefulSet;
-use kstack_k8s::api::core::v1::{Node, Pod};
+use kstack_k8s::api::core::v1::{Node, Pod, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams};
 use serde_json::Value;
 
 mod support;
-use support::{admin_password, admin_token, password, user_load};
+use support::{Apis, admin_password, admin_token, password, user_load};
 
-/// On top of the node globals: the infrastructure replicated, keystone twice, glance for the
-/// user's image list, and no compute, network, orchestration or dashboard.
+/// On top of the node globals: the infrastructure replicated, keystone twice, glance and nova
+/// for the user's images and servers, and no network, orchestration or dashboard.
+/// Keystone's keys rotate every minute (tokens live 30 min), so the whole test runs across
+/// rotations.
 const HA_CLOUD: &str = "kstack_timeouts: {default: 900}\n\
 kstack_replicas: {mariadb: 3, rabbitmq: 3, memcached: 2, keystone: 2}\n\
-enable_nova: \"no\"\nenable_neutron: \"no\"\nenable_placement: \"no\"\n\
+fernet_token_expiry: 1800\nfernet_token_allow_expired_window: 0\nfernet_key_rotation_interval: 60\n\
+enable_neutron: \"no\"\n\
 enable_horizon: \"no\"\nenable_heat: \"no\"\n";
 
 #[tokio::test]
@@ -102,15 +106,30 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     let keystone = format!("http://{}:5000", ip("keystone")?);
     let glance = format!("http://{}:9292", ip("glance-api")?);
     let password = admin_password(&cloud)?;
+    // Issued now: the keys rotate every minute from here on.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let first_token = admin_token(&http, &keystone, &password).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    // kstack made keys 0 (staged) and 1 (primary) early in the deploy; rotations since then
+    // promoted the staged key each time, so the ids run from 0 to the primary without a gap.
+    let keys_at_deploy = key_ids(&secrets).await?;
+    let primary_at_deploy = *keys_at_deploy.last().context("no key")?;
+    assert_eq!(
+        keys_at_deploy,
+        (0..=primary_at_deploy).collect::<Vec<_>>(),
+        "the keys after the deploy"
+    );
 
     // A member of each cluster goes away (a node drain would do the same) while a user works.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = tokio::spawn(user_load(
-        keystone.clone(),
+    let apis = Apis {
+        keystone: keystone.clone(),
         glance,
-        password.clone(),
-        stop.clone(),
-    ));
+        nova: Some(format!("http://{}:8774", ip("nova-api")?)),
+    };
+    let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = std::time::Instant::now();
     let mut replaced = Vec::new();
@@ -143,9 +162,6 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     );
 
     // A committed row, then a power cut of every MariaDB server at once.
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
     let token = admin_token(&http, &keystone, &password).await?;
     let project = format!("ha-{}", std::process::id());
     let resp = http
@@ -216,7 +232,122 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "every MariaDB server killed: the cluster was back in {recovered:.1} s from {}, with the project created before",
         bootstrapped[0]
     );
+
+    // Keystone's keys rotated every minute while all of the above ran (the user's load saw no
+    // failure across those rotations). Both replicas read the same Secret: a token either of
+    // them issued validates on the other, and the token issued right after the deploy, two
+    // rotations or more ago, still validates on both.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let ids = loop {
+        let ids = key_ids(&secrets).await?;
+        if ids
+            .last()
+            .is_some_and(|primary| *primary >= primary_at_deploy + 2)
+        {
+            break ids;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the keys were not rotated twice since the deploy ({keys_at_deploy:?}): key ids {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    assert_eq!(ids[0], 0, "a staged key: {ids:?}");
+    let replicas: Vec<String> = pods
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/name=keystone,app.kubernetes.io/component=server"),
+        )
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.status?.pod_ip)
+        .map(|ip| format!("http://{ip}:5000"))
+        .collect();
+    assert_eq!(replicas.len(), 2, "keystone replicas: {replicas:?}");
+    for (i, issuer) in replicas.iter().enumerate() {
+        let token = admin_token(&http, issuer, &password).await?;
+        let other = &replicas[1 - i];
+        for (what, t) in [("a new token", &token), ("the first token", &first_token)] {
+            let status = validate(&http, other, &token, t).await?;
+            assert_eq!(status, 200, "{what} on {other} (issued by {issuer})");
+        }
+    }
+    let rotations = rotation_logs(&pods).await?;
+    assert!(
+        rotations
+            .iter()
+            .any(|l| l.contains("keystone-fernet-keys: rotated; keys")),
+        "no rotation job reported a rotation: {rotations:?}"
+    );
+    let keys = secrets
+        .get("keystone-fernet-keys")
+        .await?
+        .data
+        .unwrap_or_default();
+    for key in keys.values() {
+        let key = String::from_utf8_lossy(&key.0);
+        assert!(
+            rotations.iter().all(|l| !l.contains(key.trim())),
+            "a rotation job printed a key"
+        );
+    }
+    eprintln!(
+        "keystone's keys rotated every minute: key ids {ids:?}; tokens of either replica, and the one issued before any rotation, validate on both"
+    );
     Ok(())
+}
+
+/// The key ids of the keystone-fernet-keys Secret, sorted.
+async fn key_ids(secrets: &Api<Secret>) -> anyhow::Result<Vec<u64>> {
+    let s = secrets.get("keystone-fernet-keys").await?;
+    let mut ids: Vec<u64> = s
+        .data
+        .unwrap_or_default()
+        .keys()
+        .map(|k| {
+            k.parse()
+                .with_context(|| format!("key {k} is not a number"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Keystone's answer (HTTP status) to validating `subject` with `token`, at `keystone`.
+async fn validate(
+    http: &reqwest::Client,
+    keystone: &str,
+    token: &str,
+    subject: &str,
+) -> anyhow::Result<u16> {
+    Ok(http
+        .get(format!("{keystone}/v3/auth/tokens"))
+        .header("x-auth-token", token)
+        .header("x-subject-token", subject)
+        .send()
+        .await?
+        .status()
+        .as_u16())
+}
+
+/// The logs of the key rotation jobs' pods that are still there.
+async fn rotation_logs(pods: &Api<Pod>) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in pods
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/name=keystone,app.kubernetes.io/component=keys"),
+        )
+        .await?
+        .items
+    {
+        let name = p.metadata.name.unwrap_or_default();
+        if let Ok(log) = pods.logs(&name, &LogParams::default()).await {
+            out.push(log);
+        }
+    }
+    Ok(out)
 }
 
 /// The last lines of a log, for a failure message.

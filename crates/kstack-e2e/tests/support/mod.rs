@@ -30,7 +30,7 @@ impl Load {
     pub fn assert_clean(&self, during: &str) {
         assert!(
             self.rounds >= 20,
-            "only {} rounds of token and image list {during}",
+            "only {} rounds of the user's calls {during}",
             self.rounds
         );
         assert!(
@@ -43,15 +43,31 @@ impl Load {
     }
 }
 
-/// Issues a token and lists images, again and again, until `stop` turns true: each round is
-/// one POST /v3/auth/tokens to keystone and one GET /v2/images to glance, through their
-/// Services' cluster IPs, as a user inside the cloud's network would.
+/// The API endpoints a user's load calls (`http://<cluster IP>:<port>`).
+#[derive(Clone)]
+pub struct Apis {
+    pub keystone: String,
+    pub glance: String,
+    /// nova-api, when the cloud has it.
+    pub nova: Option<String>,
+}
+
+/// A user's work, again and again until `stop` turns true, through the Services' cluster IPs
+/// as a user inside the cloud's network would call them. Each round:
+/// - issues a token (POST /v3/auth/tokens to keystone);
+/// - creates an image record (POST /v2/images: a write to the database) and deletes it;
+/// - lists images (GET /v2/images: glance validates the token with keystone);
+/// - lists servers (GET /v2.1/servers) when the cloud has nova.
 pub async fn user_load(
-    keystone: String,
-    glance: String,
+    apis: Apis,
     password: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Load {
+    let Apis {
+        keystone,
+        glance,
+        nova,
+    } = apis;
     let http = reqwest::Client::builder()
         // A user's client waits (keystoneauth sets no timeout); a minute still catches a hang.
         .timeout(std::time::Duration::from_secs(60))
@@ -98,19 +114,51 @@ pub async fn user_load(
             }
         };
         if let Some(token) = token {
-            match http
-                .get(format!("{glance}/v2/images"))
-                .header("x-auth-token", token)
-                .send()
-                .await
-            {
-                Ok(r) if r.status().is_success() => {}
+            let mut calls: Vec<(&str, reqwest::RequestBuilder)> = Vec::new();
+            let image = http
+                .post(format!("{glance}/v2/images"))
+                .header("x-auth-token", &token)
+                .json(&serde_json::json!({
+                    "name": format!("load-{}", load.rounds),
+                    "disk_format": "raw", "container_format": "bare"}));
+            match image.send().await {
+                Ok(r) if r.status().is_success() => {
+                    let id = r
+                        .json::<serde_json::Value>()
+                        .await
+                        .ok()
+                        .and_then(|v| v["id"].as_str().map(str::to_owned));
+                    match id {
+                        Some(id) => calls.push((
+                            "image delete",
+                            http.delete(format!("{glance}/v2/images/{id}")),
+                        )),
+                        None => load
+                            .failures
+                            .push(format!("{started} image create: no image id in the answer")),
+                    }
+                }
                 Ok(r) => load
                     .failures
-                    .push(format!("{started} image list: HTTP {}", r.status())),
+                    .push(format!("{started} image create: HTTP {}", r.status())),
                 Err(e) => load
                     .failures
-                    .push(format!("{started} image list: {}", chain(&e))),
+                    .push(format!("{started} image create: {}", chain(&e))),
+            }
+            calls.push(("image list", http.get(format!("{glance}/v2/images"))));
+            if let Some(nova) = &nova {
+                calls.push(("server list", http.get(format!("{nova}/v2.1/servers"))));
+            }
+            for (what, call) in calls {
+                match call.header("x-auth-token", &token).send().await {
+                    Ok(r) if r.status().is_success() => {}
+                    Ok(r) => load
+                        .failures
+                        .push(format!("{started} {what}: HTTP {}", r.status())),
+                    Err(e) => load
+                        .failures
+                        .push(format!("{started} {what}: {}", chain(&e))),
+                }
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
