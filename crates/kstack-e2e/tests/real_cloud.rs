@@ -495,7 +495,7 @@ async fn upgrade_without_a_failed_request(
     assert!(upgraded > 0, "no running pod of an OpenStack service");
     load.assert_clean("during the upgrade");
     eprintln!(
-        "upgrade to {next}: {} s; {} rounds of token issue and image list, 0 failed",
+        "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
         report["seconds"], load.rounds
     );
     Ok(())

@@ -157,7 +157,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     );
     assert_eq!(rabbitmq_nodes(&cloud, &pods).await?.len(), 3);
     eprintln!(
-        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s; {} rounds of token issue and image list, 0 failed",
+        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
         load.rounds
     );
 
@@ -293,7 +293,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         );
     }
     eprintln!(
-        "keystone's keys rotated every minute: key ids {ids:?}; tokens of either replica, and the one issued before any rotation, validate on both"
+        "keystone's keys rotated every minute: key ids {ids:?}; tokens of either replica, and the one issued right after the deploy, validate on both"
     );
     Ok(())
 }
