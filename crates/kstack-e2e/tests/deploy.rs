@@ -1,5 +1,6 @@
 //! `kstack deploy` on the real local control plane, each test in a namespace of its own: the
-//! whole default cloud becomes healthy and a second deploy writes nothing; a deploy killed with
+//! whole default cloud becomes healthy, a second deploy writes nothing, and a workload scaled
+//! and edited by hand is planned as drift and put back; a deploy killed with
 //! SIGKILL converges when run again, running every Job once; a service whose pods never become
 //! ready fails the deploy and none of its dependents is started; a disabled service is pruned.
 //!
@@ -58,6 +59,70 @@ async fn the_default_cloud_becomes_healthy_and_a_second_deploy_writes_nothing() 
     assert!(plan.status.success());
     let rows: Vec<Value> = serde_json::from_slice(&plan.stdout)?;
     assert!(rows.is_empty(), "plan after deploy: {rows:?}");
+
+    // An operator scales keystone and changes its image by hand (as kubectl does: the scale
+    // subresource and a strategic merge patch, under kubectl's field managers).
+    let deployments: kube::Api<kstack_k8s::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client().await?, &cloud.ns.name);
+    let by = |manager: &str| kube::api::PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..Default::default()
+    };
+    let before = deployments.get("keystone").await?;
+    deployments
+        .patch_scale(
+            "keystone",
+            &by("kubectl"),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 2}})),
+        )
+        .await?;
+    deployments
+        .patch(
+            "keystone",
+            &by("kubectl-set"),
+            &kube::api::Patch::Strategic(serde_json::json!({"spec": {"template": {"spec": {
+                "containers": [{"name": "keystone", "image": "example.org/keystone:by-hand"}]}}}})),
+        )
+        .await?;
+    let plan = cloud.run(&["plan", "-o", "json"]).await?;
+    assert!(plan.status.success());
+    let rows: Vec<Value> = serde_json::from_slice(&plan.stdout)?;
+    assert_eq!(rows.len(), 1, "plan after the edit: {rows:?}");
+    assert_eq!(
+        (&rows[0]["action"], &rows[0]["kind"], &rows[0]["name"]),
+        (&"change".into(), &"Deployment".into(), &"keystone".into())
+    );
+    let drift: Vec<&str> = rows[0]["drift"]
+        .as_array()
+        .context("drift")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(drift.len(), 2, "{drift:?}");
+    assert_eq!(drift[0], "replicas: 2 in the cluster, 1 wanted");
+    assert!(
+        drift[1].contains("example.org/keystone:by-hand in the cluster"),
+        "{drift:?}"
+    );
+    // Deploy takes both fields back from kubectl's managers (no apply conflict) and the
+    // rollout completes.
+    let (code, fixed, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "deploy after the edit failed:\n{stderr}");
+    assert_eq!(fixed["succeeded"], true);
+    let after = deployments.get("keystone").await?;
+    let spec = |d: &kstack_k8s::api::apps::v1::Deployment| {
+        let s = d.spec.as_ref().unwrap();
+        (
+            s.replicas,
+            s.template.spec.as_ref().unwrap().containers[0]
+                .image
+                .clone(),
+        )
+    };
+    assert_eq!(spec(&after), spec(&before));
+    let (code, again, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(again["writes"], 0, "{again}");
     Ok(())
 }
 

@@ -10,13 +10,13 @@
 use anyhow::Context;
 use kstack_e2e::client;
 use kstack_e2e::cloud::{Cloud, real_node_globals};
-use kstack_k8s::api::core::v1::{Node, Pod};
+use kstack_k8s::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
 mod support;
-use support::{Apis, admin_password, admin_token, user_load};
+use support::{Apis, admin_password, admin_token, real_node, user_load};
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
 /// default), with a longer step limit for a loaded machine.
@@ -25,15 +25,7 @@ const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\n";
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
     let client = client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let real = nodes
-        .list(&ListParams::default().labels("kstack.io/real-node=true"))
-        .await?;
-    anyhow::ensure!(
-        real.items.len() == 1,
-        "the cluster has no real node (labelled kstack.io/real-node=true): start it with `kstack dev up` (not --real-nodes 0)"
-    );
-    let node = real.items[0].metadata.name.clone().context("node name")?;
+    let node = real_node(&client).await?;
 
     let cloud = Cloud::new(
         "kstack-real",

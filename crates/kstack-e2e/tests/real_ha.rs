@@ -13,13 +13,13 @@ use anyhow::Context;
 use kstack_e2e::client;
 use kstack_e2e::cloud::{Cloud, real_node_globals};
 use kstack_k8s::api::apps::v1::StatefulSet;
-use kstack_k8s::api::core::v1::{Node, Pod, Secret};
+use kstack_k8s::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams};
 use serde_json::Value;
 
 mod support;
-use support::{Apis, admin_password, admin_token, password, user_load};
+use support::{Apis, admin_password, admin_token, password, real_node, user_load};
 
 /// On top of the node globals: the infrastructure replicated, keystone twice, glance and nova
 /// for the user's images and servers, and no network, orchestration or dashboard.
@@ -35,14 +35,7 @@ enable_horizon: \"no\"\nenable_heat: \"no\"\n";
 async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request_and_recovers_from_a_power_cut()
 -> anyhow::Result<()> {
     let client = client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let real = nodes
-        .list(&ListParams::default().labels("kstack.io/real-node=true"))
-        .await?;
-    anyhow::ensure!(
-        real.items.len() == 1,
-        "the cluster has no real node (labelled kstack.io/real-node=true): start it with `kstack dev up` (not --real-nodes 0)"
-    );
+    real_node(&client).await?;
 
     let cloud = Cloud::new("kstack-ha", &format!("{}{HA_CLOUD}", real_node_globals())).await?;
     let (code, report, stderr) = cloud.deploy().await?;

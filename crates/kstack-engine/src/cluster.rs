@@ -124,6 +124,10 @@ pub trait Cluster: Send + Sync {
     /// stored.
     async fn apply(&self, manifest: &Value) -> Result<Value, ClusterError>;
 
+    /// Server-side apply with force: also takes back the fields another manager changed
+    /// (a workload scaled or edited by hand, [`crate::status::drift`]).
+    async fn apply_force(&self, manifest: &Value) -> Result<Value, ClusterError>;
+
     /// The object, or `None` if it does not exist.
     async fn get(&self, object: &ObjectRef) -> Result<Option<Value>, ClusterError>;
 

@@ -337,6 +337,16 @@ impl Ctx<'_> {
                     self.writes.fetch_add(1, Ordering::Relaxed);
                     n += 1;
                 }
+            } else if !o.drift.is_empty() {
+                tracing::warn!(
+                    object = %o.desired.reference,
+                    drift = %o.drift.join("; "),
+                    "changed outside kstack; applying kstack's version again"
+                );
+                self.retry(|| self.cluster.apply_force(&o.desired.manifest))
+                    .await?;
+                self.writes.fetch_add(1, Ordering::Relaxed);
+                n += 1;
             } else if o.action != Action::Unchanged {
                 self.apply(&o.desired.manifest).await?;
                 n += 1;

@@ -216,6 +216,10 @@ impl Cluster for FakeCluster {
         Ok(manifest.clone())
     }
 
+    async fn apply_force(&self, manifest: &Value) -> Result<Value, ClusterError> {
+        self.apply(manifest).await
+    }
+
     async fn create(&self, manifest: &Value) -> Result<bool, ClusterError> {
         let mut i = self.lock();
         self.check(&mut i)?;

@@ -247,6 +247,10 @@ impl Step {
 pub struct PlannedObject {
     pub desired: DesiredObject,
     pub action: Action,
+    /// For an object kstack applied as it still wants it but that was changed in the cluster
+    /// since ([`crate::status::drift`]): what changed. Such an object is planned as a change
+    /// and applied with force, taking its fields back from whoever changed them.
+    pub drift: Vec<String>,
 }
 
 /// Everything a deploy will do, computed without touching the cluster.
@@ -408,10 +412,18 @@ pub fn plan(
             _ => true,
         })
         .map(|d| {
+            let current = observed.objects.get(&d.reference);
+            let drift = match (observed.applied_hash(&d.reference), current) {
+                (Some(h), Some(current)) if h == d.hash => {
+                    crate::status::drift(&d.manifest, current)
+                }
+                _ => Vec::new(),
+            };
             let action = match observed.applied_hash(&d.reference) {
                 None => Action::Create,
                 Some(_) if d.immutable() || d.generated() => Action::Unchanged,
-                Some(h) if h == d.hash => Action::Unchanged,
+                Some(h) if h == d.hash && drift.is_empty() => Action::Unchanged,
+                Some(h) if h == d.hash => Action::Change,
                 Some(_)
                     if observed.objects.get(&d.reference).is_some_and(|current| {
                         crate::status::needs_replacement(&d.manifest, current)
@@ -421,7 +433,11 @@ pub fn plan(
                 }
                 Some(_) => Action::Change,
             };
-            PlannedObject { desired: d, action }
+            PlannedObject {
+                desired: d,
+                action,
+                drift,
+            }
         })
         .collect();
 

@@ -57,6 +57,48 @@ pub fn needs_replacement(desired: &Value, current: &Value) -> bool {
     desired["kind"] == "StatefulSet" && statefulset_fixed(desired) != statefulset_fixed(current)
 }
 
+/// What of a workload kstack applied was changed in the cluster by someone else (`kubectl
+/// scale`, `kubectl set image`, an edit): its replicas and its containers' images, compared
+/// with `desired`, each as one line. Empty when nothing drifted, and for other kinds.
+pub fn drift(desired: &Value, current: &Value) -> Vec<String> {
+    let kind = desired["kind"].as_str().unwrap_or_default();
+    if !matches!(kind, "Deployment" | "StatefulSet" | "DaemonSet") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if kind != "DaemonSet" {
+        let want = &desired["spec"]["replicas"];
+        let have = &current["spec"]["replicas"];
+        if !want.is_null() && want != have {
+            out.push(format!("replicas: {have} in the cluster, {want} wanted"));
+        }
+    }
+    let images = |o: &Value| -> Vec<(String, String)> {
+        o["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or_default().to_owned(),
+                    c["image"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let have = images(current);
+    for (name, want) in images(desired) {
+        match have.iter().find(|(n, _)| *n == name) {
+            Some((_, image)) if *image == want => {}
+            Some((_, image)) => out.push(format!(
+                "image of container {name}: {image} in the cluster, {want} wanted"
+            )),
+            None => out.push(format!("container {name} is missing in the cluster")),
+        }
+    }
+    out
+}
+
 /// Whether a Deployment, StatefulSet or DaemonSet has rolled out its current spec: the
 /// controller saw the latest generation, every desired pod runs the new template and is ready,
 /// and no old pod is left.
@@ -201,4 +243,50 @@ pub fn status(plan: &Plan, observed: &Observed) -> Vec<ServiceStatus> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::drift;
+
+    fn workload(kind: &str, replicas: Option<i64>, images: &[(&str, &str)]) -> serde_json::Value {
+        let containers: Vec<_> = images
+            .iter()
+            .map(|(n, i)| json!({"name": n, "image": i}))
+            .collect();
+        let mut o =
+            json!({"kind": kind, "spec": {"template": {"spec": {"containers": containers}}}});
+        if let Some(r) = replicas {
+            o["spec"]["replicas"] = json!(r);
+        }
+        o
+    }
+
+    #[test]
+    fn drift_names_replicas_and_images_of_workloads_only() {
+        let want = workload(
+            "StatefulSet",
+            Some(3),
+            &[("mariadb", "a:1"), ("exporter", "b:1")],
+        );
+        assert!(drift(&want, &want).is_empty());
+        let have = workload("StatefulSet", Some(2), &[("mariadb", "a:2")]);
+        assert_eq!(
+            drift(&want, &have),
+            [
+                "replicas: 2 in the cluster, 3 wanted",
+                "image of container mariadb: a:2 in the cluster, a:1 wanted",
+                "container exporter is missing in the cluster",
+            ]
+        );
+        // A DaemonSet has no replicas; a container added by someone else is not kstack's.
+        let want = workload("DaemonSet", None, &[("agent", "c:1")]);
+        let have = workload("DaemonSet", None, &[("agent", "c:1"), ("sidecar", "d:1")]);
+        assert!(drift(&want, &have).is_empty());
+        // Other kinds are compared by their applied hash only.
+        let cm = json!({"kind": "ConfigMap", "data": {"a": "1"}});
+        assert!(drift(&cm, &json!({"kind": "ConfigMap", "data": {"a": "2"}})).is_empty());
+    }
 }

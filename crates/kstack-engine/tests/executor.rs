@@ -166,6 +166,52 @@ async fn a_second_deploy_of_unchanged_input_writes_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_workload_changed_by_hand_is_planned_as_drift_and_put_back() {
+    let fake = FakeCluster::new();
+    let cfg = config(Globals::default());
+    run(&fake, &cfg, false, &Limits::default()).await;
+    let keystone = ObjectRef::new("Deployment", Some("openstack"), "keystone");
+    let applied = fake.object(&keystone).unwrap();
+    // `kubectl scale --replicas 3` and `kubectl set image`: the hash annotation stays.
+    let mut edited = applied.clone();
+    edited["spec"]["replicas"] = json!(3);
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("example/keystone:hacked");
+    fake.insert(edited);
+
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
+    let o = plan
+        .objects
+        .iter()
+        .find(|o| o.desired.reference == keystone)
+        .unwrap();
+    assert_eq!(o.action, kstack_engine::Action::Change);
+    assert_eq!(o.drift.len(), 2, "{:?}", o.drift);
+    assert_eq!(o.drift[0], "replicas: 3 in the cluster, 1 wanted");
+    assert!(
+        o.drift[1]
+            .starts_with("image of container keystone: example/keystone:hacked in the cluster, "),
+        "{}",
+        o.drift[1]
+    );
+    // Nothing else drifted.
+    assert_eq!(
+        plan.objects
+            .iter()
+            .filter(|o| o.action != kstack_engine::Action::Unchanged)
+            .count(),
+        1
+    );
+    assert!(report.succeeded());
+    assert_eq!(
+        fake.object(&keystone).unwrap(),
+        applied,
+        "kstack's version again"
+    );
+    let (plan, _) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(plan.is_noop());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start() {
     let fake = FakeCluster::new();
     let cfg = config(Globals::default());

@@ -168,20 +168,32 @@ fn to_value(kind: &str, o: &impl serde::Serialize) -> Value {
     v
 }
 
-#[async_trait]
-impl Cluster for KubeCluster {
-    async fn apply(&self, manifest: &Value) -> Result<Value, ClusterError> {
+impl KubeCluster {
+    async fn server_side_apply(
+        &self,
+        manifest: &Value,
+        params: PatchParams,
+    ) -> Result<Value, ClusterError> {
         let r = ObjectRef::of(manifest);
         let api = self.api(&r.kind, r.namespace.as_deref())?;
         let o = api
-            .patch(
-                &r.name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(manifest),
-            )
+            .patch(&r.name, &params, &Patch::Apply(manifest))
             .await
             .map_err(|e| cluster_error(&format!("applying {r}"), e))?;
         Ok(to_value(&r.kind, &o))
+    }
+}
+
+#[async_trait]
+impl Cluster for KubeCluster {
+    async fn apply(&self, manifest: &Value) -> Result<Value, ClusterError> {
+        self.server_side_apply(manifest, PatchParams::apply(FIELD_MANAGER))
+            .await
+    }
+
+    async fn apply_force(&self, manifest: &Value) -> Result<Value, ClusterError> {
+        self.server_side_apply(manifest, PatchParams::apply(FIELD_MANAGER).force())
+            .await
     }
 
     async fn create(&self, manifest: &Value) -> Result<bool, ClusterError> {

@@ -442,6 +442,9 @@ struct PlanRow {
     kind: String,
     name: String,
     service: String,
+    /// What was changed in the cluster outside kstack (the action is then `change`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    drift: Vec<String>,
 }
 
 async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<ExitCode> {
@@ -462,6 +465,7 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
             kind: o.desired.reference.kind.clone(),
             name: o.desired.reference.name.clone(),
             service: o.desired.service.clone().unwrap_or_default(),
+            drift: o.drift.clone(),
         })
         .collect();
     for r in &c.plan.prune {
@@ -475,6 +479,7 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
             kind: r.kind.clone(),
             name: r.name.clone(),
             service: service.unwrap_or_default(),
+            drift: Vec::new(),
         });
     }
     let count = |a: Action| c.plan.objects.iter().filter(|o| o.action == a).count();
@@ -502,6 +507,14 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
             );
             for line in mode_lines(&c.plan) {
                 println!("{line}");
+            }
+            for r in rows.iter().filter(|r| !r.drift.is_empty()) {
+                println!(
+                    "{} {} was changed outside kstack ({}); deploy applies kstack's version again",
+                    r.kind,
+                    r.name,
+                    r.drift.join("; ")
+                );
             }
         }
         other => print_data(other, &rows)?,

@@ -3,6 +3,20 @@
 use anyhow::Context;
 use kstack_e2e::cloud::Cloud;
 
+/// The name of the cluster's one real node (labelled `kstack.io/real-node=true`); an error
+/// saying how to start it when there is none.
+pub async fn real_node(client: &kube::Client) -> anyhow::Result<String> {
+    let nodes: kube::Api<kstack_k8s::api::core::v1::Node> = kube::Api::all(client.clone());
+    let real = nodes
+        .list(&kube::api::ListParams::default().labels("kstack.io/real-node=true"))
+        .await?;
+    anyhow::ensure!(
+        real.items.len() == 1,
+        "the cluster has no real node (labelled kstack.io/real-node=true): start it with `kstack dev up` (not --real-nodes 0)"
+    );
+    real.items[0].metadata.name.clone().context("node name")
+}
+
 /// The value of `key` in the cloud's passwords.yml.
 pub fn password(cloud: &Cloud, key: &str) -> anyhow::Result<String> {
     let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
