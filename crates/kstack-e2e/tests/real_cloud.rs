@@ -304,12 +304,6 @@ async fn data_directories_are_written_by_their_services(
             &["mnesia"][..],
         ),
         (
-            "keystone",
-            host_path("keystone-keystone-fernet-tokens").await?,
-            42425,
-            &["0", "1"][..],
-        ),
-        (
             "glance-api",
             host_path("glance-api-glance").await?,
             42415,
@@ -353,8 +347,46 @@ async fn data_directories_are_written_by_their_services(
         }
     }
     eprintln!(
-        "data directories: mariadb, rabbitmq, keystone, glance and nova-compute wrote theirs as their Kolla users"
+        "data directories: mariadb, rabbitmq, glance and nova-compute wrote theirs as their Kolla users"
     );
+
+    // Keystone's keys are a Secret, not a directory it writes: the kubelet puts them in the
+    // pod's volume as root-owned files of mode 0440 in Kolla's keystone group (the pod's
+    // fsGroup), so the keystone processes read them and nobody else does.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let keystone = pods
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/name=keystone,app.kubernetes.io/component=server"),
+        )
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .context("no keystone pod")?;
+    let uid = keystone.metadata.uid.context("pod UID")?;
+    // The dev cluster's directory holds the kubeconfig and the real node's kubelet root.
+    let dev_dir = std::path::PathBuf::from(std::env::var("KSTACK_E2E_KUBECONFIG")?)
+        .parent()
+        .context("the kubeconfig's directory")?
+        .to_owned();
+    for volume in ["keystone-fernet-keys", "keystone-credential-keys"] {
+        let dir = dev_dir.join(format!(
+            "real/kubelet/pods/{uid}/volumes/kubernetes.io~secret/{volume}"
+        ));
+        for key in ["0", "1"] {
+            let path = dir.join(key);
+            let meta = std::fs::metadata(&path).with_context(|| format!("{}", path.display()))?;
+            assert_eq!(
+                (meta.uid(), meta.gid(), meta.mode() & 0o777),
+                (0, 42425, 0o440),
+                "{}: owner, group and mode",
+                path.display()
+            );
+            assert_eq!(meta.len(), 44, "{}: a Fernet key", path.display());
+        }
+    }
+    eprintln!("keystone's keys: Secret files of mode 0440 in the keystone group, in its pod");
     Ok(())
 }
 
