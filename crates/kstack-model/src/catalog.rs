@@ -152,6 +152,11 @@ pub struct Container {
     /// `/var/lib/kolla/config_files/<template>` by then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub post_start: Vec<String>,
+    /// A command run before the container is stopped (Kubernetes' `preStop`), e.g. draining
+    /// clients; the pod's grace period bounds it. Compose has no such hook: there the
+    /// container stops at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_stop: Vec<String>,
     /// The signal that stops the container's process gracefully: it stops accepting, finishes
     /// the requests it is serving, then exits (Apache: `WINCH`). Without it the process gets
     /// SIGTERM, which stops Apache at once. On Kubernetes the pod's `preStop` hook sends it to

@@ -197,6 +197,10 @@ pub enum RenderError {
 }
 
 /// The embedded templates, by name (`<project>/<file>.j2`).
+/// How long MariaDB's drain closes idle client connections before the server stops (within
+/// the pod's 30 s grace period, after the drain sleep, leaving the server time to shut down).
+pub const MARIADB_DRAIN_CLOSE_SECS: u64 = 15;
+
 const TEMPLATES: &[(&str, &str)] = &[
     (
         "common/macros.j2",
@@ -209,6 +213,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "mariadb/galera.cnf.j2",
         include_str!("../templates/mariadb/galera.cnf.j2"),
+    ),
+    (
+        "mariadb/mariadb-drain.sh.j2",
+        include_str!("../templates/mariadb/mariadb-drain.sh.j2"),
     ),
     (
         "mariadb/mariadb-monitor.sql.j2",
@@ -640,6 +648,9 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
         .unwrap_or(1);
     set("rabbitmq_qos_prefetch_count", Value::from(prefetch));
+    // MariaDB's drain before it stops: kube-proxy's delay, then closing idle connections.
+    set("drain_secs", Value::from(crate::kubernetes::DRAIN_SECS));
+    set("drain_close_secs", Value::from(MARIADB_DRAIN_CLOSE_SECS));
     set("fernet_token_expiry", Value::from(g.fernet.token_expiry));
     set(
         "fernet_token_allow_expired_window",

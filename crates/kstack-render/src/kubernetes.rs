@@ -1036,6 +1036,12 @@ impl Renderer<'_> {
             // what it serves and exited (the pod's grace period bounds the wait).
             let drains = ports.is_some() && service.kind == WorkloadKind::Deployment;
             let pre_stop = match (&c.stop_signal, drains) {
+                _ if !c.pre_stop.is_empty() => Some(LifecycleHandler {
+                    exec: Some(ExecAction {
+                        command: Some(c.pre_stop.clone()),
+                    }),
+                    ..Default::default()
+                }),
                 (Some(sig), _) => Some(LifecycleHandler {
                     exec: Some(ExecAction {
                         command: Some(vec![

@@ -166,9 +166,14 @@ pub async fn user_load(
             for (what, call) in calls {
                 match call.header("x-auth-token", &token).send().await {
                     Ok(r) if r.status().is_success() => {}
-                    Ok(r) => load
-                        .failures
-                        .push(format!("{started} {what}: HTTP {}", r.status())),
+                    Ok(r) => {
+                        // The service's own words (nova names the exception), for the report.
+                        let status = r.status();
+                        let body = r.text().await.unwrap_or_default();
+                        let body: String = body.chars().take(300).collect();
+                        load.failures
+                            .push(format!("{started} {what}: HTTP {status}: {body}"))
+                    }
                     Err(e) => load
                         .failures
                         .push(format!("{started} {what}: {}", chain(&e))),
