@@ -226,6 +226,60 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         bootstrapped[0]
     );
 
+    // A RabbitMQ node whose boot waits forever for its peers' `global` (the hang of RabbitMQ
+    // 3.10.8 on Erlang/OTP 25) is killed by its boot watchdog and restarts. The hang is made
+    // here by suspending `global` on both peers while rabbitmq-1 is replaced; once the
+    // watchdog has acted, they resume, and the node joins the cluster.
+    for peer in ["rabbitmq-0", "rabbitmq-2"] {
+        let out = rabbitmqctl_eval(&pods, peer, "sys:suspend(global_name_server).").await?;
+        assert_eq!(out.trim(), "ok", "suspending global on {peer}");
+    }
+    let old = pods
+        .get("rabbitmq-1")
+        .await?
+        .metadata
+        .uid
+        .context("pod UID")?;
+    pods.delete("rabbitmq-1", &DeleteParams::default()).await?;
+    let started = std::time::Instant::now();
+    let killed_after = loop {
+        if let Some(p) = pods.get_opt("rabbitmq-1").await?
+            && p.metadata.uid.as_deref() != Some(old.as_str())
+            && restarts(&pods, "rabbitmq").await?.get("rabbitmq-1") >= Some(&1)
+        {
+            break started.elapsed().as_secs_f64();
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(300),
+            "the watchdog did not restart the hung rabbitmq-1 within 300 s"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let previous = pods
+        .logs(
+            "rabbitmq-1",
+            &LogParams {
+                previous: true,
+                ..LogParams::default()
+            },
+        )
+        .await?;
+    assert!(
+        previous.contains("kstack-rabbitmq-start: the boot has waited for a peer's answer"),
+        "the first container of the new rabbitmq-1 did not end by the watchdog:\n{}",
+        tail(&previous)
+    );
+    for peer in ["rabbitmq-0", "rabbitmq-2"] {
+        let out = rabbitmqctl_eval(&pods, peer, "sys:resume(global_name_server).").await?;
+        assert_eq!(out.trim(), "ok", "resuming global on {peer}");
+    }
+    wait_ready(&client, &ns, "rabbitmq", 3, Duration::from_secs(600)).await?;
+    let back = started.elapsed().as_secs_f64();
+    assert_eq!(rabbitmq_nodes(&cloud, &pods).await?.len(), 3);
+    eprintln!(
+        "a RabbitMQ node hung at boot: its watchdog restarted it after {killed_after:.1} s; back in the cluster {back:.1} s after it was replaced"
+    );
+
     // Keystone's keys rotated every minute while all of the above ran (the user's load saw no
     // failure across those rotations). Both replicas read the same Secret: a token either of
     // them issued validates on the other, and the token issued right after the deploy, two
@@ -486,6 +540,19 @@ async fn kill_servers(pods: &Api<Pod>, service: &str, comm: &str) -> anyhow::Res
         .into_iter()
         .filter_map(|p| p.metadata.uid)
         .collect();
+    let pids = processes(&uids, comm)?;
+    for pid in &pids {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -KILL {pid} failed");
+    }
+    Ok(pids.len())
+}
+
+/// The processes named `comm` on this host (the real node's) that belong to one of the pods
+/// `uids`: a process belongs to a pod when its cgroup path names the pod's UID.
+fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc")?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -503,11 +570,29 @@ async fn kill_servers(pods: &Api<Pod>, service: &str, comm: &str) -> anyhow::Res
             pids.push(pid);
         }
     }
-    for pid in &pids {
-        let status = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()?;
-        anyhow::ensure!(status.success(), "kill -KILL {pid} failed");
-    }
-    Ok(pids.len())
+    Ok(pids)
+}
+
+/// Evaluates an Erlang expression on the RabbitMQ node of `pod` with its rabbitmqctl, run
+/// from this host in the pod's namespaces as the rabbitmq user (as `kubectl exec` would).
+async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Result<String> {
+    let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
+    // The node's VM started first; a health check's rabbitmq-diagnostics runs one too.
+    let pid = processes(&[uid], "beam.smp")?
+        .into_iter()
+        .min()
+        .with_context(|| format!("no RabbitMQ node runs in {pod}"))?;
+    let out = tokio::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-m", "-u", "-i", "-n", "-p", "--"])
+        .args(["su", "-s", "/bin/sh", "rabbitmq", "-c"])
+        .arg(format!("rabbitmqctl -q eval '{expr}'"))
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "rabbitmqctl eval on {pod}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

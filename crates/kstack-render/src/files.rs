@@ -509,6 +509,11 @@ pub(crate) struct Output {
     pub(crate) secret: bool,
 }
 
+/// Seconds between two looks of the RabbitMQ boot watchdog at a booting node.
+pub const RABBITMQ_BOOT_CHECK_SECS: u64 = 10;
+/// Seconds a RabbitMQ boot may wait for a peer in a wait without a timeout of its own.
+pub const RABBITMQ_BOOT_HANG_SECS: u64 = 60;
+
 fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
     let mut message = e
         .detail()
@@ -726,6 +731,18 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         format!("rabbit://{}//", hosts.join(","))
     });
     set("rabbitmq_hosts", Value::from(rmq_hosts));
+    // The RabbitMQ boot watchdog (kstack-rabbitmq-start): how often it looks at a booting node,
+    // and how long the boot may wait for a peer's answer in a wait without a timeout before the
+    // node is restarted. A healthy exchange takes milliseconds; RabbitMQ's own fix for the
+    // `global` hang acts after 10 s.
+    set(
+        "rabbitmq_boot_check_secs",
+        Value::from(RABBITMQ_BOOT_CHECK_SECS),
+    );
+    set(
+        "rabbitmq_boot_hang_secs",
+        Value::from(RABBITMQ_BOOT_HANG_SECS),
+    );
 
     let mc_port = port(c, "memcached", "memcached", 11211);
     set(
