@@ -667,6 +667,18 @@ fn task(
         .data_of
         .as_ref()
         .and_then(|n| config.catalog.services.get_key_value(n));
+    // Compose starts a one-shot service again at every `up`. A first-boot task that must not
+    // run on existing data (a database initialised) runs once per data volume: a marker on the
+    // volume records that it succeeded.
+    let install_dir = (t.phase == catalog::Phase::Install)
+        .then(|| src.map(|(_, src)| src))
+        .flatten()
+        .and_then(|src| {
+            src.volumes
+                .iter()
+                .find(|v| matches!(v.kind, catalog::VolumeKind::PersistentClaim { .. }))
+        })
+        .map(|v| v.mount_path.clone());
     match src {
         Some((src_name, src)) => {
             s.volumes
@@ -699,6 +711,13 @@ fn task(
         s.user = Some("root".to_owned());
         s.command = Some(secret_env_command(&spec.user, spec.args.as_deref()));
     }
+    if let Some(dir) = install_dir {
+        let inner = s
+            .command
+            .take()
+            .unwrap_or_else(|| vec!["kolla_start".to_owned()]);
+        s.command = Some(install_once_command(name, &t.name, &dir, inner));
+    }
     // Compose interpolates `$` in the file; the container must see the words as given.
     if let Some(cmd) = s.command.as_mut() {
         for w in cmd {
@@ -709,6 +728,32 @@ fn task(
         *v = literal(v);
     }
     Ok((s, dirs))
+}
+
+/// The marker a first-boot task leaves on its data volume once it succeeded.
+pub fn install_marker(dir: &str, task: &str) -> String {
+    format!("{}/.kstack-installed-{task}", dir.trim_end_matches('/'))
+}
+
+/// The command of a first-boot task on Compose: `inner`, unless its marker is on the data
+/// volume at `dir` ([`install_marker`]); the marker is written when `inner` succeeds.
+pub fn install_once_command(
+    service: &str,
+    task: &str,
+    dir: &str,
+    inner: Vec<String>,
+) -> Vec<String> {
+    let marker = crate::tasks::shell_word(&install_marker(dir, task));
+    let mut cmd = vec![
+        "bash".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "if [ -e {marker} ]; then echo \"kstack: {service}/{task} ran on this volume before; nothing to do\"; exit 0; fi; \"$@\" && touch {marker}"
+        ),
+        "kstack-install-once".to_owned(),
+    ];
+    cmd.extend(inner);
+    cmd
 }
 
 /// A string as a Compose literal: `$` doubled, so Compose interpolation leaves it as it is.

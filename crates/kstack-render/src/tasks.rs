@@ -428,7 +428,7 @@ pub fn task_spec(
             }
             for role in roles {
                 script.push_str(&format!(
-                    "openstack role show {r} >/dev/null 2>&1 || openstack role create {r}\n",
+                    "openstack role show {r} >/dev/null 2>&1 || openstack role create {r} || openstack role show {r} >/dev/null\n",
                     r = shell_word(role)
                 ));
             }
@@ -445,14 +445,16 @@ pub fn task_spec(
                 ));
             };
             script.push_str(&format!(
-                "\nopenstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service\n\
+                "\n# Registrations run in parallel: when a create fails, another may have made it meanwhile.\n\
+                 openstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service \\\n\
+                 \x20   || openstack project show --domain default service >/dev/null\n\
                  password=$(cat {TASK_DIR}/service-password)\n\
                  if openstack user show --domain default \"$name\" >/dev/null 2>&1; then\n\
                  \x20   openstack user set --domain default --password \"$password\" \"$name\"\n\
                  else\n\
                  \x20   openstack user create --domain default --project service --password \"$password\" \"$name\"\n\
                  fi\n\
-                 openstack role show service >/dev/null 2>&1 || openstack role create service\n\
+                 openstack role show service >/dev/null 2>&1 || openstack role create service || openstack role show service >/dev/null\n\
                  openstack role add --project service --user \"$name\" --user-domain default admin\n\
                  openstack role add --project service --user \"$name\" --user-domain default service\n"
             ));

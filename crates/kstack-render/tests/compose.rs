@@ -631,6 +631,15 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                         .map(|w| address_on_one_node(&config, w))
                         .collect::<Vec<_>>()
                 });
+                // A first-boot task with a data volume runs once per volume on Compose, through
+                // a guard that then runs the same command (the image's CMD when it had none).
+                let mut command = s.command.clone().map(compose_words);
+                if let Some(c) = command.clone()
+                    && c.get(3).map(String::as_str) == Some("kstack-install-once")
+                {
+                    assert!(c[2].contains("/.kstack-installed-"), "{}: {c:?}", o.name());
+                    command = Some(c[4..].to_vec()).filter(|inner| inner != &["kolla_start"]);
+                }
                 if secret_env > 0 {
                     // The wrapper exports the env files, then runs the same command.
                     assert_eq!(
@@ -641,17 +650,12 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     );
                     let user = s.user.as_deref().unwrap_or_default();
                     assert_eq!(user, "root", "{}", o.name());
-                    let cmd = compose_words(s.command.clone().unwrap_or_default());
+                    let cmd = command.unwrap_or_else(|| vec!["kolla_start".to_owned()]);
                     let inner = k8s_command.unwrap_or_else(|| vec!["kolla_start".to_owned()]);
                     assert!(cmd.ends_with(&inner), "{}: {cmd:?}", o.name());
                     assert!(cmd[2].contains(compose::TASK_ENV_DIR), "{}", o.name());
                 } else {
-                    assert_eq!(
-                        s.command.clone().map(compose_words),
-                        k8s_command,
-                        "{}",
-                        o.name()
-                    );
+                    assert_eq!(command, k8s_command, "{}", o.name());
                     assert_eq!(s.user, None, "{}", o.name());
                 }
                 let mount = s
@@ -833,4 +837,56 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
             }
         }
     }
+}
+
+#[test]
+fn a_first_boot_task_runs_once_per_data_volume() {
+    let b = compose::render(&default_config()).unwrap();
+    // MariaDB's bootstrap initialises /var/lib/mysql: guarded by a marker on that volume.
+    // Its inner command is the secret env wrapper (the root password is a file, not env).
+    let bootstrap = service(&b, "mariadb-bootstrap");
+    let cmd = bootstrap.command.clone().unwrap();
+    let inner = cmd[4..].iter().map(|w| w.replace("$$", "$")).collect();
+    let want: Vec<String> =
+        compose::install_once_command("mariadb", "bootstrap", "/var/lib/mysql", inner)
+            .iter()
+            .map(|w| compose::literal(w))
+            .collect();
+    assert_eq!(cmd, want);
+    assert!(
+        cmd[4..].iter().any(|w| w.contains(compose::TASK_ENV_DIR)),
+        "{cmd:?}"
+    );
+    assert_eq!(cmd.last().map(String::as_str), Some("kolla_start"));
+    // A schema sync without a data volume of its own runs at every `up` (it is idempotent).
+    assert_eq!(service(&b, "keystone-db-sync").command, None);
+
+    // The command itself: the task runs, then not again; a failed task leaves no marker.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let log = dir.path().join("runs");
+    let run = |inner: &str| {
+        let cmd = compose::install_once_command(
+            "svc",
+            "init",
+            data,
+            vec!["bash".to_owned(), "-c".to_owned(), inner.to_owned()],
+        );
+        std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap()
+    };
+    let failed = run("exit 3");
+    assert_eq!(failed.status.code(), Some(3), "the task's exit code");
+    assert!(!std::path::Path::new(&compose::install_marker(data, "init")).exists());
+    let append = format!("echo ran >> {}", log.display());
+    assert!(run(&append).status.success());
+    let again = run(&append);
+    assert!(again.status.success());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n", "ran once");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("svc/init ran on this volume before"),
+        "{again:?}"
+    );
 }
