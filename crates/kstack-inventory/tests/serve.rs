@@ -32,6 +32,7 @@ fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) ->
         audit_interval: Duration::from_millis(100),
         sync,
         joins: None,
+        cloud: Arc::new(kstack_inventory::NoCloudStatus),
     }
 }
 

@@ -291,6 +291,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 audit_interval: Duration::from_secs(audit_interval),
                 sync,
                 joins,
+                cloud: Arc::new(kstack_inventory::NoCloudStatus),
             };
             eprintln!("kstack inventory: listening on {scheme}://{listen}");
             match kstack_inventory::serve(config).await {
