@@ -179,6 +179,7 @@ pub struct FakeCloudStatus {
     snapshot: Mutex<Snapshot>,
     tx: broadcast::Sender<()>,
     subscribers: std::sync::atomic::AtomicUsize,
+    subscribed: tokio::sync::Notify,
 }
 
 impl FakeCloudStatus {
@@ -187,6 +188,7 @@ impl FakeCloudStatus {
             snapshot: Mutex::new(snapshot),
             tx: broadcast::channel(16).0,
             subscribers: Default::default(),
+            subscribed: Default::default(),
         }
     }
 
@@ -210,6 +212,17 @@ impl FakeCloudStatus {
     pub fn subscribers(&self) -> usize {
         self.subscribers.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// Waits until at least `n` change streams were handed out (pages listening).
+    pub async fn wait_subscribers(&self, n: usize) {
+        loop {
+            let notified = self.subscribed.notified();
+            if self.subscribers() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -224,6 +237,7 @@ impl CloudStatus for FakeCloudStatus {
     fn changes(&self) -> BoxStream<'static, ()> {
         self.subscribers
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.subscribed.notify_waiters();
         broadcast_changes(self.tx.subscribe())
     }
 }
