@@ -102,7 +102,9 @@ pub fn snapshot(
                 )),
             ),
             (_, Some((kind, _)), Some(o)) if rollout_complete(kind, o) => (Health::Healthy, None),
-            (_, Some((kind, _)), Some(o)) if rolled_out(kind, o) => (
+            // Every pod runs the current spec, yet some are not ready: failing now. (Old
+            // pods still being replaced while enough are ready is a rollout.)
+            (_, Some((kind, _)), Some(o)) if rolled_out(kind, o) && ready < desired => (
                 Health::Failed,
                 Some(format!("only {ready} of {desired} pods ready")),
             ),
@@ -478,6 +480,7 @@ mod tests {
                 record("mariadb", 1, Healthy, "StatefulSet"),
                 record("nova", 1, Healthy, "Deployment"),
                 record("horizon", 1, Healthy, "Deployment"),
+                record("placement", 1, Healthy, "Deployment"),
                 record("heat", 3, Removed, "Deployment"),
             ],
             &[
@@ -486,6 +489,7 @@ mod tests {
                 ("mariadb", 1, Healthy),
                 ("nova", 1, Healthy),
                 ("horizon", 1, Healthy),
+                ("placement", 1, Healthy),
                 ("heat", 3, Removed),
             ],
         );
@@ -496,6 +500,11 @@ mod tests {
             deployment("nova", 2, 2, 2, 1),
             // Rolling out.
             deployment("horizon", 3, 2, 1, 1),
+            // Every pod updated and ready, an old one not gone yet: still rolling out.
+            json!({"kind": "Deployment", "metadata": {"name": "placement", "generation": 2},
+                   "spec": {"replicas": 2},
+                   "status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2,
+                              "readyReplicas": 2, "availableReplicas": 2}}),
         ]);
         let s = snapshot("openstack", &h, &w, &deps());
         assert_eq!(s.deploy_generation, Some(7));
@@ -506,7 +515,15 @@ mod tests {
                 .iter()
                 .map(|x| x.name.as_str())
                 .collect::<Vec<_>>(),
-            ["glance", "heat", "horizon", "keystone", "mariadb", "nova"]
+            [
+                "glance",
+                "heat",
+                "horizon",
+                "keystone",
+                "mariadb",
+                "nova",
+                "placement"
+            ]
         );
         let k = by["keystone"];
         assert_eq!(
@@ -531,6 +548,7 @@ mod tests {
         assert_eq!(by["nova"].health, Health::Failed);
         assert_eq!(by["nova"].reason.as_deref(), Some("only 1 of 2 pods ready"));
         assert_eq!(by["horizon"].health, Health::Progressing);
+        assert_eq!(by["placement"].health, Health::Progressing);
         assert_eq!(by["mariadb"].health, Health::Missing);
         assert_eq!(
             by["mariadb"].reason.as_deref(),
