@@ -12,6 +12,8 @@
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
 pub mod api;
+#[cfg(feature = "testing")]
+pub mod browser;
 pub mod cloud;
 pub mod error;
 pub mod keystone;
