@@ -337,3 +337,32 @@ fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--keystone-url"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_cloud_namespace_that_is_not_a_namespace_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(
+        dir.path(),
+        "admin-token-0123456789abcdef0123456789: admin\n",
+        0o600,
+    );
+    let db = dir.path().join("inventory.db");
+    let port = free_port().to_string();
+    let err = refused(&[
+        "inventory",
+        "serve",
+        "--tokens",
+        &tokens,
+        "--database",
+        db.to_str().unwrap(),
+        "--no-node-sync",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--cloud-namespace",
+        "Open_Stack",
+    ]);
+    assert!(
+        err.contains("--cloud-namespace \"Open_Stack\" is not a namespace name"),
+        "{err}"
+    );
+}

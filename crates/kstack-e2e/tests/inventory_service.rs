@@ -71,6 +71,7 @@ impl Service {
             audit_interval: audit,
             sync: Arc::new(kstack_kube::nodes::Nodes::new(client.clone())),
             joins,
+            cloud: Arc::new(kstack_inventory::NoCloudStatus),
         };
         tasks.push(tokio::spawn(async move {
             if let Err(e) = kstack_inventory::serve(config).await {

@@ -190,6 +190,7 @@ async fn the_inventory_takes_tokens_of_the_clouds_keystone(
         audit_interval: std::time::Duration::from_secs(3600),
         sync: std::sync::Arc::new(kstack_inventory::NoNodeSync),
         joins: None,
+        cloud: std::sync::Arc::new(kstack_inventory::NoCloudStatus),
     };
     let server = tokio::spawn(kstack_inventory::serve(config));
     let base = format!("http://127.0.0.1:{port}");

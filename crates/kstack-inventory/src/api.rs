@@ -51,6 +51,13 @@ pub struct AppState {
     pub keystone: Option<Arc<Keystone>>,
     /// What `GET /metrics` shows ([`crate::metrics`]).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The deployed cloud, for the status page ([`crate::cloud`]).
+    pub cloud: Arc<dyn crate::cloud::CloudStatus>,
+    /// One message after each committed change of a host (the status page listens).
+    pub host_changes: tokio::sync::broadcast::Sender<()>,
+    /// Whether the status page's cookie gets `Secure` (the browser reaches the service
+    /// over HTTPS, directly or through a proxy).
+    pub secure_cookie: bool,
 }
 
 impl AppState {
@@ -60,6 +67,17 @@ impl AppState {
             keystone: Some(Arc::new(keystone)),
             ..self
         }
+    }
+
+    /// The same state, showing `cloud` on the status page.
+    pub fn with_cloud(self, cloud: Arc<dyn crate::cloud::CloudStatus>) -> AppState {
+        AppState { cloud, ..self }
+    }
+
+    /// Tells the status page's listeners that a host changed.
+    pub fn hosts_changed(&self) {
+        // No receiver (no page open) is fine.
+        let _ = self.host_changes.send(());
     }
 }
 
@@ -134,34 +152,62 @@ impl<S: Send + Sync> FromRequestParts<S> for UuidPath {
     }
 }
 
+/// The role of `token`: from the tokens file, else from Keystone when configured.
+pub(crate) async fn role_of(state: &AppState, token: &str) -> Result<Role, Error> {
+    match (state.tokens.role(token), &state.keystone) {
+        (Some(role), _) => Ok(role),
+        (None, None) => Err(Error::Unauthorized),
+        (None, Some(k)) => match k.verdict(token).await {
+            Ok(Verdict::Role(role)) => Ok(role),
+            Ok(Verdict::Invalid) => Err(Error::Unauthorized),
+            Ok(Verdict::NoRole) => Err(Error::ForbiddenRole(k.no_role_message())),
+            Err(e) => {
+                tracing::warn!(error = %e, "a Keystone token could not be validated");
+                Err(Error::Unavailable(e.to_string()))
+            }
+        },
+    }
+}
+
 async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if req.uri().path() == "/openapi.json" {
+    let path = req.uri().path();
+    if path == "/openapi.json" || crate::page::is_public(path) {
         return next.run(req).await;
     }
+    let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // The status page also takes its cookie (crate::page), only to read the page: the REST
+    // API never reads a cookie, so no other site can make a browser change anything.
+    let page = crate::page::is_page(path) && read;
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
+        .and_then(bearer_token)
+        .map(str::to_string)
+        .or_else(|| {
+            page.then(|| crate::page::cookie_token(req.headers()))
+                .flatten()
+        });
     let Some(token) = token else {
-        return Error::Unauthorized.into_response();
+        return if page {
+            crate::page::login_page(StatusCode::UNAUTHORIZED, None)
+        } else {
+            Error::Unauthorized.into_response()
+        };
     };
-    let role = match (state.tokens.role(token), &state.keystone) {
-        (Some(role), _) => role,
-        (None, None) => return Error::Unauthorized.into_response(),
-        (None, Some(k)) => match k.verdict(token).await {
-            Ok(Verdict::Role(role)) => role,
-            Ok(Verdict::Invalid) => return Error::Unauthorized.into_response(),
-            Ok(Verdict::NoRole) => {
-                return Error::ForbiddenRole(k.no_role_message()).into_response();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "a Keystone token could not be validated");
-                return Error::Unavailable(e.to_string()).into_response();
-            }
-        },
+    let role = match role_of(&state, &token).await {
+        Ok(role) => role,
+        Err(Error::Unauthorized) if page => {
+            return crate::page::login_page(
+                StatusCode::UNAUTHORIZED,
+                Some("That token is not accepted (any more): sign in again."),
+            );
+        }
+        Err(e) => return e.into_response(),
     };
-    let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if page && !crate::page::may_view(role) {
+        return Error::Forbidden.into_response();
+    }
     if !read && role != Role::Admin {
         return Error::Forbidden.into_response();
     }
@@ -202,6 +248,7 @@ fn check_hostname(name: &str) -> Result<(), Error> {
 /// Pushes the host's labels and lock state to its node after a committed write; returns the
 /// host with the outcome recorded. Nothing here fails the request (see the module docs).
 async fn sync_after_write(state: &AppState, host: HostRow) -> HostRow {
+    state.hosts_changed();
     match crate::sync_one(state, &host).await {
         Ok(outcome) => host.with_outcome(&outcome),
         Err(e) => {
@@ -294,6 +341,7 @@ async fn update_and_sync(
         if before.hostname != after.hostname || before.administrative != after.administrative {
             sync_after_write(state, after).await
         } else {
+            state.hosts_changed();
             after
         };
     Ok(Json(after.to_api()?))
@@ -313,6 +361,7 @@ async fn delete_host(
     UuidPath(uuid): UuidPath,
 ) -> Result<StatusCode, Error> {
     let host = state.store.delete_host(&uuid).await?;
+    state.hosts_changed();
     if let Err(e) = state.sync.delete_node(&host.hostname).await {
         tracing::warn!(host = %host.hostname, error = %e, "node delete failed");
     }
@@ -488,6 +537,13 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi_json))
         .route("/metrics", get(crate::metrics::metrics))
+        .route("/status", get(crate::page::page))
+        .route("/status/live", get(crate::page::live))
+        .route("/status/events", get(crate::page::events))
+        .route("/status/login", post(crate::page::login))
+        .route("/status/logout", post(crate::page::logout))
+        .route("/status/status.js", get(crate::page::script))
+        .route("/status/status.css", get(crate::page::style))
         .route("/v1/ihosts", get(list_hosts).post(create_host))
         .route(
             "/v1/ihosts/{uuid}",

@@ -12,10 +12,14 @@
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
 pub mod api;
+#[cfg(feature = "testing")]
+pub mod browser;
+pub mod cloud;
 pub mod error;
 pub mod keystone;
 pub mod metrics;
 pub mod model;
+pub mod page;
 pub mod store;
 pub mod sync;
 #[cfg(feature = "testing")]
@@ -30,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{ApiDoc, AppState, Role, router};
+pub use cloud::{CloudStatus, FakeCloudStatus, NoCloudStatus};
 pub use error::{Error, ErrorBody};
 pub use keystone::{Keystone, KeystoneAuth};
 pub use store::{Store, SyncOutcome};
@@ -62,6 +67,8 @@ pub struct ServeConfig {
     /// Names of nodes that joined the cluster (see [`follow_joins`]); `None` when nothing
     /// watches the nodes, and then only the audit reaches a late node.
     pub joins: Option<tokio::sync::mpsc::Receiver<String>>,
+    /// The deployed cloud the status page shows ([`cloud::NoCloudStatus`] for none).
+    pub cloud: Arc<dyn CloudStatus>,
 }
 
 /// Builds the state: opens the database and runs migrations.
@@ -76,6 +83,9 @@ pub async fn state(
         tokens: Arc::new(tokens),
         keystone: None,
         metrics: Default::default(),
+        cloud: Arc::new(NoCloudStatus),
+        host_changes: tokio::sync::broadcast::channel(64).0,
+        secure_cookie: false,
     })
 }
 
@@ -121,10 +131,13 @@ pub(crate) async fn sync_one(
             state: SyncState::Pending,
             reason: Some("node sync is disabled (--no-node-sync): no node is changed".into()),
         };
-        state
+        if state
             .store
             .record_sync(host.id, host.sync_generation, &outcome)
-            .await?;
+            .await?
+        {
+            state.hosts_changed();
+        }
         return Ok(outcome);
     }
     let ls = state.store.label_state(host.id).await?;
@@ -153,10 +166,14 @@ pub(crate) async fn sync_one(
             }
         }
     };
-    state
+    // Only a recorded change is news for the status page (the audit re-syncs every host).
+    if state
         .store
         .record_sync(host.id, host.sync_generation, &outcome)
-        .await?;
+        .await?
+    {
+        state.hosts_changed();
+    }
     state.metrics.sync_outcome(outcome.state);
     Ok(outcome)
 }
@@ -276,7 +293,11 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
         Some(files) => Some((files.load()?, files)),
         None => None,
     };
-    let mut state = state(&config.database_url, config.tokens, config.sync).await?;
+    let mut state = state(&config.database_url, config.tokens, config.sync)
+        .await?
+        .with_cloud(config.cloud);
+    // The browser reaches the page over HTTPS: served here, or by the proxy in front.
+    state.secure_cookie = tls.is_some() || config.insecure_http;
     if let Some(auth) = config.keystone {
         let keystone =
             Keystone::new(auth).map_err(|e| Error::Config(format!("the Keystone client: {e}")))?;

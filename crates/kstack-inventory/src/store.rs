@@ -469,6 +469,16 @@ macro_rules! backend_ops {
                     .collect())
             }
 
+            pub async fn all_labels(pool: &Pool) -> Result<Vec<(String, String, String)>, Error> {
+                Ok(sqlx::query_as(
+                    "SELECT h.uuid, l.label_key, l.label_value FROM labels l \
+                     JOIN hosts h ON h.id = l.host_id WHERE l.deleted_at IS NULL \
+                     ORDER BY h.uuid, l.label_key",
+                )
+                .fetch_all(pool)
+                .await?)
+            }
+
             pub async fn delete_label(pool: &Pool, uuid: &str) -> Result<(HostRow, Label), Error> {
                 let mut tx = begin_write(pool).await?;
                 let row = sqlx::query_as::<_, LabelRow>(&format!(
@@ -640,6 +650,12 @@ impl Store {
 
     pub async fn list_labels(&self, host_uuid: &str) -> Result<Vec<Label>, Error> {
         dispatch!(read self.list_labels(host_uuid))
+    }
+
+    /// Every live label of every host as `(host uuid, key, value)`, sorted by host uuid then
+    /// key: one query for the status page, however many hosts there are.
+    pub async fn all_labels(&self) -> Result<Vec<(String, String, String)>, Error> {
+        dispatch!(read self.all_labels())
     }
 
     /// Soft-deletes a label (sets `deleted_at`).

@@ -32,6 +32,7 @@ fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) ->
         audit_interval: Duration::from_millis(100),
         sync,
         joins: None,
+        cloud: Arc::new(kstack_inventory::NoCloudStatus),
     }
 }
 
@@ -274,4 +275,50 @@ async fn a_bad_certificate_stops_serve_naming_the_file() {
     let err = serve(c).await.unwrap_err().to_string();
     assert!(err.contains("bad-tls.crt"), "{err}");
     assert!(!db.exists(), "nothing may start before the refusal");
+}
+
+/// The status page's sign-in cookie is `Secure` when the service speaks HTTPS, and not over
+/// plain HTTP on loopback (a browser would not send it back there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_cookie_is_secure_over_https_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(&dir.path().join("pki"), "cookie");
+    for tls in [true, false] {
+        let port = free_port();
+        let mut c = config(
+            ([127, 0, 0, 1], port).into(),
+            &dir.path().join(format!("inv-{tls}.db")),
+            Arc::new(RecordingSync::default()),
+        );
+        let (scheme, client) = if tls {
+            c.tls = Some(pki.tls_config());
+            ("https", https_client(&pki.ca_pem()))
+        } else {
+            ("http", reqwest::Client::new())
+        };
+        let server = tokio::spawn(serve(c));
+        let base = format!("{scheme}://127.0.0.1:{port}");
+        wait_up(&client, &format!("{base}/openapi.json"), &server).await;
+        let r = client
+            .post(format!("{base}/status/login"))
+            .form(&[("token", TOKEN)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+        assert!(cookie.contains("HttpOnly; SameSite=Strict"), "{cookie}");
+        assert_eq!(cookie.contains("; Secure"), tls, "{scheme}: {cookie}");
+        // The cookie opens the page over the same connection kind.
+        let pair = cookie.split(';').next().unwrap();
+        let page = client
+            .get(format!("{base}/status"))
+            .header("cookie", pair)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        assert!(page.text().await.unwrap().contains("id=\"host-table\""));
+        server.abort();
+    }
 }

@@ -2,6 +2,7 @@
 //!
 //! Everything else describes what it wants in plain values; this crate turns that into API calls
 //! with kube-rs.
+pub mod cloud;
 pub mod cluster;
 pub mod lock;
 pub mod logs;

@@ -167,6 +167,10 @@ pub enum Serve {
         /// Seconds between audits that repair drift between the inventory and the nodes.
         #[arg(long, default_value_t = 60)]
         audit_interval: u64,
+        /// The namespace of the cloud the status page (/status) shows: its release records and
+        /// workloads are watched there (globals.yml's kubernetes_namespace).
+        #[arg(long, default_value = "openstack", value_name = "NAMESPACE")]
+        cloud_namespace: String,
         /// Keep hosts and labels only, without touching any cluster (no kubeconfig needed):
         /// for trying the API or measuring the service alone.
         #[arg(long)]
@@ -234,6 +238,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     insecure_http,
                     kubeconfig,
                     audit_interval,
+                    cloud_namespace,
                     no_node_sync,
                     keystone_url,
                     keystone_admin_roles,
@@ -262,23 +267,53 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 ))
                 .into());
             }
+            if let Err(e) = kstack_model::names::dns1123_label(&cloud_namespace) {
+                return Err(InputError(format!(
+                    "--cloud-namespace {cloud_namespace:?} is not a namespace name: {e}"
+                ))
+                .into());
+            }
             let tokens = Tokens::load(&tokens).map_err(|e| InputError(e.to_string()))?;
             let tls = tls_cert
                 .zip(tls_key)
                 .map(|(cert, key)| TlsConfig::new(cert, key));
             let scheme = if tls.is_some() { "https" } else { "http" };
-            let (sync, joins): (Arc<dyn kstack_inventory::NodeSync>, _) = if no_node_sync {
-                eprintln!("kstack inventory: node sync disabled; no cluster is changed");
-                (Arc::new(kstack_inventory::NoNodeSync), None)
+            let (sync, joins, cloud): (
+                Arc<dyn kstack_inventory::NodeSync>,
+                _,
+                Arc<dyn kstack_inventory::CloudStatus>,
+            ) = if no_node_sync {
+                eprintln!("kstack inventory: node sync disabled; no cluster is changed or watched");
+                (
+                    Arc::new(kstack_inventory::NoNodeSync),
+                    None,
+                    Arc::new(kstack_inventory::NoCloudStatus),
+                )
             } else {
                 let client = kstack_kube::client(kubeconfig.as_deref()).await?;
                 // A node that joins gets its host's labels and lock state at once, not at the
                 // next audit.
                 let (joined, joins) = tokio::sync::mpsc::channel(256);
                 tokio::spawn(kstack_kube::nodes::watch_joins(client.clone(), joined));
+                // The status page's view of the cloud: the built-in catalog's dependencies (an
+                // operator's catalog file is not read here; its extra edges are not drawn).
+                let deps = kstack_model::catalog::Catalog::builtin()
+                    .map(|c| {
+                        c.services
+                            .into_iter()
+                            .map(|(name, s)| (name, s.depends_on))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let cloud = kstack_kube::cloud::KubeCloudStatus::start(
+                    client.clone(),
+                    &cloud_namespace,
+                    deps,
+                );
                 (
                     Arc::new(kstack_kube::nodes::Nodes::new(client)),
                     Some(joins),
+                    cloud,
                 )
             };
             let config = ServeConfig {
@@ -291,6 +326,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 audit_interval: Duration::from_secs(audit_interval),
                 sync,
                 joins,
+                cloud,
             };
             eprintln!("kstack inventory: listening on {scheme}://{listen}");
             match kstack_inventory::serve(config).await {

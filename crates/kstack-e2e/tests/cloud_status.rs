@@ -1,0 +1,225 @@
+//! The status page's Kubernetes view of the cloud (`kstack_kube::cloud::KubeCloudStatus`) on the
+//! real local control plane: release records as the engine writes them and a kstack workload in
+//! a temporary namespace; the watches must report a service healthy, then failing when its pods
+//! stop being ready, then failed when a failed generation is recorded, each within seconds.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kstack_e2e::{TempNamespace, WAIT, client};
+use kstack_engine::release::{
+    IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
+};
+use kstack_inventory::CloudStatus;
+use kstack_inventory::cloud::{Health, Snapshot};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> ServiceRecord {
+    ServiceRecord {
+        service: service.into(),
+        generation,
+        deploy_generation: generation,
+        time: "2026-11-25T22:00:00Z".into(),
+        state,
+        config_hash: "h".into(),
+        objects: BTreeMap::new(),
+        images: vec![format!("kolla/{service}:2025.1")],
+        release: "2025.1".into(),
+        migration: None,
+        rollback_of: None,
+        config_refs: vec![],
+        manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
+    }
+}
+
+async fn apply_cm(api: &Api<ConfigMap>, v: serde_json::Value) -> anyhow::Result<()> {
+    let name = v["metadata"]["name"].as_str().unwrap().to_string();
+    api.patch(&name, &PatchParams::apply("kstack"), &Patch::Apply(&v))
+        .await?;
+    Ok(())
+}
+
+async fn index(
+    api: &Api<ConfigMap>,
+    ns: &str,
+    generation: u64,
+    services: &[(&str, u64, ServiceState)],
+) -> anyhow::Result<()> {
+    let index = ReleaseIndex {
+        generation,
+        input_hash: "x".into(),
+        time: "t".into(),
+        services: services
+            .iter()
+            .map(|(s, g, st)| {
+                (
+                    s.to_string(),
+                    IndexEntry {
+                        generation: *g,
+                        state: *st,
+                    },
+                )
+            })
+            .collect(),
+    };
+    apply_cm(api, index_config_map(ns, &index)).await
+}
+
+/// Waits (on the change stream, no polling) until the snapshot satisfies `ok`.
+async fn until(
+    status: &kstack_kube::cloud::KubeCloudStatus,
+    what: &str,
+    ok: impl Fn(&Snapshot) -> bool,
+) -> anyhow::Result<Snapshot> {
+    let mut changes = status.changes();
+    let r = tokio::time::timeout(WAIT, async {
+        loop {
+            let s = status.snapshot().await;
+            if ok(&s) {
+                return s;
+            }
+            changes.next().await;
+        }
+    })
+    .await;
+    match r {
+        Ok(s) => Ok(s),
+        Err(_) => anyhow::bail!(
+            "{what}: not seen within {WAIT:?}; last snapshot {:#?}",
+            status.snapshot().await
+        ),
+    }
+}
+
+fn service<'a>(s: &'a Snapshot, name: &str) -> Option<&'a kstack_inventory::cloud::Service> {
+    s.services.iter().find(|x| x.name == name)
+}
+
+#[tokio::test]
+async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TempNamespace::new(&client, "cloud-status").await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+
+    let deployment = |replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "keystone", "labels": {"app.kubernetes.io/managed-by": "kstack"}},
+               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "keystone"}},
+                        "template": {"metadata": {"labels": {"app": "keystone"}},
+                                     "spec": {"nodeSelector": {"kstack.io/no-such-node": "true"},
+                                              "containers": [{"name": "keystone", "image": "kolla/keystone:2025.1"}]}}}})
+    };
+    deploys
+        .patch(
+            "keystone",
+            &PatchParams::apply("kstack"),
+            &Patch::Apply(&deployment(0)),
+        )
+        .await?;
+    apply_cm(
+        &cms,
+        record_config_map(
+            &ns.name,
+            &record("keystone", 1, ServiceState::Healthy, "Deployment"),
+        ),
+    )
+    .await?;
+    apply_cm(
+        &cms,
+        record_config_map(
+            &ns.name,
+            &record("mariadb", 1, ServiceState::Healthy, "StatefulSet"),
+        ),
+    )
+    .await?;
+    index(
+        &cms,
+        &ns.name,
+        1,
+        &[
+            ("keystone", 1, ServiceState::Healthy),
+            ("mariadb", 1, ServiceState::Healthy),
+        ],
+    )
+    .await?;
+
+    let deps = BTreeMap::from([("keystone".to_string(), vec!["mariadb".to_string()])]);
+    let status = kstack_kube::cloud::KubeCloudStatus::start(client.clone(), &ns.name, deps);
+    let s = until(&status, "keystone healthy", |s| {
+        service(s, "keystone").is_some_and(|k| k.health == Health::Healthy)
+    })
+    .await?;
+    assert_eq!(s.namespace, ns.name);
+    assert_eq!(s.deploy_generation, Some(1));
+    let k = service(&s, "keystone").unwrap();
+    assert_eq!(k.depends_on, ["mariadb"]);
+    assert_eq!(k.history.len(), 1);
+    assert_eq!(k.history[0].images, ["kolla/keystone:2025.1"]);
+    let m = service(&s, "mariadb").context("mariadb")?;
+    assert_eq!(m.health, Health::Missing, "{m:?}");
+
+    // Its pod can never be scheduled: rolled out, not ready, so failing.
+    let t = Instant::now();
+    deploys
+        .patch(
+            "keystone",
+            &PatchParams::apply("kstack"),
+            &Patch::Apply(&deployment(1)),
+        )
+        .await?;
+    let s = until(&status, "keystone failing", |s| {
+        service(s, "keystone").is_some_and(|k| k.health == Health::Failed)
+    })
+    .await?;
+    let k = service(&s, "keystone").unwrap();
+    assert_eq!(k.reason.as_deref(), Some("only 0 of 1 pods ready"));
+    assert_eq!((k.ready, k.desired), (0, 1));
+    let took = t.elapsed();
+    eprintln!("a workload whose pods are not ready showed as failed after {took:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+
+    // A deploy records a failed generation 2.
+    let t = Instant::now();
+    apply_cm(
+        &cms,
+        record_config_map(
+            &ns.name,
+            &record("keystone", 2, ServiceState::Failed, "Deployment"),
+        ),
+    )
+    .await?;
+    index(
+        &cms,
+        &ns.name,
+        2,
+        &[
+            ("keystone", 2, ServiceState::Failed),
+            ("mariadb", 1, ServiceState::Healthy),
+        ],
+    )
+    .await?;
+    let s = until(&status, "generation 2 failed", |s| {
+        service(s, "keystone").is_some_and(|k| k.generation == Some(2))
+            && s.deploy_generation == Some(2)
+    })
+    .await?;
+    let k = service(&s, "keystone").unwrap();
+    assert_eq!(k.health, Health::Failed);
+    assert_eq!(
+        k.reason.as_deref(),
+        Some("generation 2 was recorded failed")
+    );
+    assert_eq!(
+        k.history.iter().map(|g| g.generation).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    Ok(())
+}
