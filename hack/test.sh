@@ -65,7 +65,7 @@ if [ -z "${KSTACK_DEV_PORT_BASE:-}" ]; then
     if [ $ok = 1 ]; then export KSTACK_DEV_PORT_BASE=$base; break; fi
   done
 fi
-trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true' EXIT
+trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true; bash hack/docker.sh down >/dev/null 2>&1 || true' EXIT
 bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true
 # Simulated nodes for what Kubernetes decides, and the real node (role labels
 # kstack.io/real-role-*) for what the containers decide.
@@ -94,3 +94,10 @@ if [ -n "${KSTACK_TEST_POSTGRES_URL:-}" ]; then
     SCHEMATHESIS_MAX_TIME=${SCHEMATHESIS_MAX_TIME:-45} bash hack/schemathesis.sh "$KSTACK_E2E_KUBECONFIG"
   psql -q "$KSTACK_TEST_POSTGRES_URL" -c "DROP SCHEMA $st_schema CASCADE"
 fi
+
+echo "== the single node on a Docker engine: deploy, verify, reconfigure one service, verify"
+# After the Kubernetes tests: both clouds would use the node's ports. The engine keeps the
+# loaded images under ~/.cache/kstack/compose-docker for the next run.
+eval "$(bash hack/docker.sh up "$(tail -n 1 "$images_log")" | grep '^export ')"
+KSTACK_E2E_DOCKER=1 cargo test -p kstack-e2e --test compose_node -- --nocapture
+bash hack/docker.sh down

@@ -431,6 +431,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
         .map(|cf| ((cf.service.clone(), cf.container.clone()), cf.files.clone()))
         .collect();
 
+    let names = crate::kubernetes::SecretNames::of(config)?;
     let mut out = Builder::default();
     for (name, service) in &config.catalog.services {
         if !config.enabled.contains(name) {
@@ -469,8 +470,15 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
         }
         for c in &service.containers {
             let dir = format!("{name}/{}", c.name);
+            let container_files = files
+                .remove(&(name.clone(), c.name.clone()))
+                .unwrap_or_default();
+            // What the container reads at start: Compose recreates a container when its
+            // definition changes, and the files are mounted, not part of it.
+            let mut read_at_start: Vec<&RenderedFile> = container_files.iter().collect();
             let mut env_file = Vec::new();
             let secret_env = crate::files::container_secret_env(config, name, c)?;
+            let env_file_content;
             if !secret_env.is_empty() {
                 let path = SingleNode::env_file_dir(name);
                 let file = RenderedFile {
@@ -478,6 +486,8 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                     content: SingleNode::env_file(&secret_env),
                     secret: true,
                 };
+                env_file_content = file.clone();
+                read_at_start.push(&env_file_content);
                 env_file.push(format!("./{CONFIG_DIR}/{path}/{}", file.name));
                 match out.config_dirs.iter_mut().find(|d| d.path == path) {
                     Some(d) => d.files.push(file),
@@ -512,15 +522,16 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                 labels: SingleNode::labels(name, "server"),
                 ..Default::default()
             };
+            s.labels.insert(
+                CONFIG_HASH_LABEL.to_owned(),
+                config_hash(&names, &read_at_start),
+            );
             SingleNode::apply_privileges(&mut s, &service.privileges);
             out.add(
                 container_service_name(&c.name),
                 format!("container {name}/{}", c.name),
                 s,
             )?;
-            let container_files = files
-                .remove(&(name.clone(), c.name.clone()))
-                .unwrap_or_default();
             out.config_dirs.push(ConfigDir {
                 path: dir,
                 files: container_files,
@@ -728,6 +739,25 @@ fn task(
         *v = literal(v);
     }
     Ok((s, dirs))
+}
+
+/// Label of a long-running container: the hash of the files it reads at start (its config
+/// directory and env file), so that a change to them recreates it, and only it.
+pub const CONFIG_HASH_LABEL: &str = "kstack.io/config-hash";
+
+/// The keyed hash (as the Secrets' names are, [`crate::kubernetes::SecretNames`]) of files,
+/// by name and content: it changes with any of them and says nothing about a password in one.
+fn config_hash(names: &crate::kubernetes::SecretNames, files: &[&RenderedFile]) -> String {
+    let mut sorted = files.to_vec();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut bytes = Vec::new();
+    for f in sorted {
+        bytes.extend_from_slice(f.name.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(f.content.as_bytes());
+        bytes.push(0);
+    }
+    names.hash(&bytes)
 }
 
 /// The marker a first-boot task leaves on its data volume once it succeeded.

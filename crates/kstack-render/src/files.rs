@@ -509,6 +509,15 @@ pub(crate) struct Output {
     pub(crate) secret: bool,
 }
 
+/// An IP address as Erlang writes it: `{10,0,0,1}`, or eight 16-bit groups for IPv6.
+fn erlang_ip_tuple(ip: std::net::IpAddr) -> String {
+    let parts: Vec<String> = match ip {
+        std::net::IpAddr::V4(v4) => v4.octets().iter().map(u8::to_string).collect(),
+        std::net::IpAddr::V6(v6) => v6.segments().iter().map(u16::to_string).collect(),
+    };
+    format!("{{{}}}", parts.join(","))
+}
+
 /// Seconds between two looks of the RabbitMQ boot watchdog at a booting node.
 pub const RABBITMQ_BOOT_CHECK_SECS: u64 = 10;
 /// Seconds a RabbitMQ boot may wait for a peer in a wait without a timeout of its own.
@@ -625,7 +634,15 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let url = |service: &str, port: u16| target.url(g, service, port);
     let public_url = |service: &str, port: u16| target.public_url(g, service, port);
 
-    set("api_bind_address", Value::from(target.bind_address(g)));
+    let bind = target.bind_address(g);
+    // The bind address as an Erlang IP tuple, for the Erlang distribution's listener; none when
+    // services listen on every address (Kubernetes) or the address is not an IP.
+    let erlang_ip = match bind.parse::<std::net::IpAddr>() {
+        Ok(ip) if !ip.is_unspecified() => Some(erlang_ip_tuple(ip)),
+        _ => None,
+    };
+    set("api_bind_address_erlang", Value::from(erlang_ip));
+    set("api_bind_address", Value::from(bind));
     let workers = g
         .vars
         .get("openstack_service_workers")

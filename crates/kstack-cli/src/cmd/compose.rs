@@ -66,11 +66,19 @@ pub fn template(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kstack deploy --target compose`.
-pub fn deploy(config_dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// `kstack deploy --target compose`: writes the files, runs `docker compose up -d`, then waits
+/// until every long-running container is healthy (running, for one without a health check)
+/// and every one-shot task has exited 0, for at most `timeout` seconds (default
+/// `kstack_timeouts.default`).
+pub fn deploy(
+    config_dir: &Path,
+    output: Option<&Path>,
+    timeout: Option<u64>,
+) -> anyhow::Result<ExitCode> {
     let Some(config) = load(config_dir)? else {
         return Ok(ExitCode::from(2));
     };
+    let timeout = timeout.unwrap_or_else(|| config.globals.timeout_secs("default"));
     let bundle = render(&config)?;
     let dir = output.map_or_else(|| config_dir.join("compose"), Path::to_path_buf);
     write_bundle(&bundle, &dir)?;
@@ -84,19 +92,206 @@ pub fn deploy(config_dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::from(NO_DOCKER));
     }
+    let missing = missing_images(&bundle);
+    if !missing.is_empty() {
+        eprintln!(
+            "error: the Docker engine lacks {} image(s) of this cloud; nothing was started:",
+            missing.len()
+        );
+        for image in &missing {
+            eprintln!("  {image}");
+        }
+        eprintln!(
+            "Load them into the engine (`docker load -i images.tar`; on a kstack checkout, \
+             `bash hack/docker.sh up` builds and loads the default cloud's images), then run:\n  {up}"
+        );
+        return Ok(ExitCode::from(NO_DOCKER));
+    }
     eprintln!("running: {up}");
+    let started = std::time::Instant::now();
     let status = Command::new("docker")
         .args(["compose", "-f"])
         .arg(&file)
-        .args(["up", "-d"])
+        .args(["up", "-d", "--remove-orphans"])
         .status()
         .context("running docker compose")?;
-    if status.success() {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    if !status.success() {
         eprintln!("error: `{up}` failed ({status})");
-        Ok(ExitCode::from(1))
+        return Ok(ExitCode::from(1));
     }
+    match wait_healthy(&file, started, std::time::Duration::from_secs(timeout))? {
+        Ok(()) => {
+            eprintln!(
+                "deployed on this node: every container healthy in {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(report) => {
+            eprintln!("{report}");
+            Ok(ExitCode::from(3))
+        }
+    }
+}
+
+/// The images of the bundle the engine does not have (`docker image inspect`).
+fn missing_images(bundle: &ComposeBundle) -> Vec<String> {
+    let images: std::collections::BTreeSet<&str> = bundle
+        .file
+        .services
+        .values()
+        .map(|s| s.image.as_str())
+        .collect();
+    images
+        .into_iter()
+        .filter(|image| {
+            !Command::new("docker")
+                .args(["image", "inspect", image])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// One container of the project as `docker compose ps -a --format json` lists it.
+#[derive(Debug, serde::Deserialize)]
+struct PsEntry {
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "Service")]
+    service: String,
+    #[serde(rename = "State")]
+    state: String,
+    #[serde(rename = "Health", default)]
+    health: String,
+    #[serde(rename = "ExitCode", default)]
+    exit_code: i64,
+    #[serde(rename = "Labels", default)]
+    labels: String,
+}
+
+/// Where a container stands in the wait.
+#[derive(Debug, PartialEq, Eq)]
+enum Standing {
+    Done,
+    Waiting(String),
+    Failed(String),
+}
+
+fn standing(c: &PsEntry) -> Standing {
+    let one_shot = c
+        .labels
+        .split(',')
+        .any(|l| l == "app.kubernetes.io/component=bootstrap");
+    match (one_shot, c.state.as_str()) {
+        (true, "exited") if c.exit_code == 0 => Standing::Done,
+        (true, "exited") => Standing::Failed(format!("exited with code {}", c.exit_code)),
+        (true, state) => Standing::Waiting(state.to_owned()),
+        (false, "running") if c.health.is_empty() || c.health == "healthy" => Standing::Done,
+        (false, "running") => Standing::Waiting(c.health.clone()),
+        (false, state) => Standing::Waiting(state.to_owned()),
+    }
+}
+
+/// Parses `docker compose ps -a --format json`: one object per line (Compose v2.21 and
+/// later) or one array.
+fn parse_ps(text: &str) -> anyhow::Result<Vec<PsEntry>> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(trimmed).context("reading `docker compose ps` output");
+    }
+    trimmed
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).context("reading `docker compose ps` output"))
+        .collect()
+}
+
+/// Waits until every container is [`Standing::Done`]; prints each one as it gets there. The
+/// inner error is the report of what failed or did not get there in time, with each one's
+/// last log lines.
+fn wait_healthy(
+    file: &Path,
+    started: std::time::Instant,
+    timeout: std::time::Duration,
+) -> anyhow::Result<Result<(), String>> {
+    let mut done = std::collections::BTreeSet::new();
+    loop {
+        let out = Command::new("docker")
+            .args(["compose", "-f"])
+            .arg(file)
+            .args(["ps", "-a", "--format", "json"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running docker compose ps")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "`docker compose ps` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let entries = parse_ps(&String::from_utf8_lossy(&out.stdout))?;
+        let at = started.elapsed().as_secs_f64();
+        let mut waiting = Vec::new();
+        let mut failed = Vec::new();
+        for c in &entries {
+            match standing(c) {
+                Standing::Done => {
+                    if done.insert(c.name.clone()) {
+                        eprintln!("[{at:7.1}s] done  {}", c.service);
+                    }
+                }
+                Standing::Waiting(why) => waiting.push((c, why)),
+                Standing::Failed(why) => failed.push((c, why)),
+            }
+        }
+        if failed.is_empty() && waiting.is_empty() {
+            return Ok(Ok(()));
+        }
+        if !failed.is_empty() || started.elapsed() >= timeout {
+            let mut report = String::new();
+            for (c, why) in &failed {
+                report.push_str(&format!("error: {} failed: {why}\n", c.service));
+                report.push_str(&last_lines(&c.name));
+            }
+            if failed.is_empty() {
+                report.push_str(&format!(
+                    "error: not every container was healthy within {} s:\n",
+                    timeout.as_secs()
+                ));
+                for (c, why) in &waiting {
+                    report.push_str(&format!("  {} ({why})\n", c.service));
+                }
+                for (c, _) in &waiting {
+                    report.push_str(&last_lines(&c.name));
+                }
+            }
+            return Ok(Err(report.trim_end().to_owned()));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+}
+
+/// The last lines a container logged, under a heading (`docker logs` writes the container's
+/// stdout and stderr to its own).
+fn last_lines(container: &str) -> String {
+    const LINES: usize = 20;
+    let out = Command::new("docker")
+        .args(["logs", "--tail", &LINES.to_string(), container])
+        .stdin(Stdio::null())
+        .output();
+    let mut text = format!("--- {container} (last {LINES} lines) ---\n");
+    match out {
+        Ok(o) => {
+            text.push_str(&String::from_utf8_lossy(&o.stdout));
+            text.push_str(&String::from_utf8_lossy(&o.stderr));
+        }
+        Err(e) => text.push_str(&format!("(docker logs: {e})\n")),
+    }
+    text
 }
 
 /// Renders; a config the Compose target cannot render (a template error, a name clash, a task
@@ -267,6 +462,45 @@ mod tests {
             std::fs::read_to_string(&compose_yaml).unwrap(),
             bundle.to_yaml()
         );
+    }
+
+    #[test]
+    fn containers_are_done_when_healthy_or_a_task_exited_0() {
+        let ps = r#"{"Name":"openstack-keystone-1","Service":"keystone","State":"running","Health":"healthy","ExitCode":0,"Labels":"app.kubernetes.io/component=server,app.kubernetes.io/name=keystone"}
+{"Name":"openstack-horizon-1","Service":"horizon","State":"running","Health":"starting","ExitCode":0,"Labels":"app.kubernetes.io/component=server"}
+{"Name":"openstack-memcached-1","Service":"memcached","State":"running","Health":"","ExitCode":0,"Labels":"app.kubernetes.io/component=server"}
+{"Name":"openstack-nova-api-1","Service":"nova-api","State":"exited","Health":"","ExitCode":1,"Labels":"app.kubernetes.io/component=server"}
+{"Name":"openstack-keystone-db-sync-1","Service":"keystone-db-sync","State":"exited","Health":"","ExitCode":0,"Labels":"kstack.io/task=db-sync,app.kubernetes.io/component=bootstrap"}
+{"Name":"openstack-glance-api-register-1","Service":"glance-api-register","State":"exited","Health":"","ExitCode":1,"Labels":"app.kubernetes.io/component=bootstrap"}
+{"Name":"openstack-glance-api-db-sync-1","Service":"glance-api-db-sync","State":"running","Health":"","ExitCode":0,"Labels":"app.kubernetes.io/component=bootstrap"}
+"#;
+        let got: Vec<(String, Standing)> = parse_ps(ps)
+            .unwrap()
+            .iter()
+            .map(|c| (c.service.clone(), standing(c)))
+            .collect();
+        let want = [
+            ("keystone", Standing::Done),
+            ("horizon", Standing::Waiting("starting".into())),
+            ("memcached", Standing::Done),
+            // A server that exited restarts (restart: always): waited for, not failed.
+            ("nova-api", Standing::Waiting("exited".into())),
+            ("keystone-db-sync", Standing::Done),
+            (
+                "glance-api-register",
+                Standing::Failed("exited with code 1".into()),
+            ),
+            ("glance-api-db-sync", Standing::Waiting("running".into())),
+        ];
+        assert_eq!(
+            got,
+            want.into_iter()
+                .map(|(s, st)| (s.to_owned(), st))
+                .collect::<Vec<_>>()
+        );
+        // Older Compose prints one array.
+        let array = format!("[{}]", ps.trim().lines().collect::<Vec<_>>().join(","));
+        assert_eq!(parse_ps(&array).unwrap().len(), 7);
     }
 
     #[test]

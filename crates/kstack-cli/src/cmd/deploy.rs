@@ -167,7 +167,11 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
     if let DeployCommand::Deploy(a) = &command
         && a.to == super::compose::TargetArg::Compose
     {
-        return super::compose::deploy(&a.target.config.config_dir, a.compose_dir.as_deref());
+        return super::compose::deploy(
+            &a.target.config.config_dir,
+            a.compose_dir.as_deref(),
+            a.timeout,
+        );
     }
     let target = match &command {
         DeployCommand::Deploy(a) => &a.target,

@@ -74,8 +74,13 @@ pub enum InterfaceArg {
 pub struct Args {
     #[command(flatten)]
     pub target: super::deploy::Target,
+    /// Where the cloud runs: the Kubernetes cluster, or this node with Docker Compose (its
+    /// services on the node's address, `kolla_internal_vip_address`; the logs of a failed
+    /// step from its containers).
+    #[arg(long = "target", value_enum, default_value_t)]
+    pub to: super::compose::TargetArg,
     /// Keystone's URL (default: the keystone Service of the namespace,
-    /// http://keystone.<namespace>.svc:5000).
+    /// http://keystone.<namespace>.svc:5000; on Compose, the node's address).
     #[arg(long, value_name = "URL")]
     pub os_auth_url: Option<String>,
     /// Which catalog endpoints to use after the token.
@@ -128,10 +133,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The checks' settings from the config directory and the flags.
 fn settings(args: &Args, config: &Config, password: Password) -> Settings {
     let g = &config.globals;
+    let target = match args.to {
+        super::compose::TargetArg::Kubernetes => Target::Kubernetes,
+        super::compose::TargetArg::Compose => Target::Compose,
+    };
     let auth_url = args
         .os_auth_url
         .clone()
-        .unwrap_or_else(|| kstack_render::tasks::keystone_url(config, Target::Kubernetes));
+        .unwrap_or_else(|| kstack_render::tasks::keystone_url(config, target));
     let mut s = Settings::new(
         auth_url,
         g.keystone_admin_user.clone(),
@@ -145,7 +154,7 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
     };
     s.services = services(config);
     s.horizon_url = Some(args.horizon_url.clone().unwrap_or_else(|| {
-        kstack_render::tasks::service_url(config, Target::Kubernetes, "horizon", "http", 80)
+        kstack_render::tasks::service_url(config, target, "horizon", "http", 80)
     }));
     s.timeout = Duration::from_secs(args.timeout);
     s.resolve = args.resolve.iter().cloned().collect();
@@ -221,7 +230,9 @@ async fn verify(
     // The catalog names the cloud's Services (`<service>.<namespace>.svc`): with a cluster at
     // hand, they are reached at their ClusterIPs, so verify runs from any machine on the
     // cluster's network without its DNS. `--resolve` wins.
-    if let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await {
+    if args.to == super::compose::TargetArg::Kubernetes
+        && let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await
+    {
         let ns = &config.globals.kubernetes_namespace;
         // A kubeconfig of a cluster that does not answer must not hold up the checks.
         let lookup = tokio::time::timeout(
@@ -304,7 +315,19 @@ async fn verify(
     if let Some(step) = failed
         && !step.services.is_empty()
     {
-        match logs(&args, &config, &step.services, &redactor).await {
+        let found = match args.to {
+            super::compose::TargetArg::Kubernetes => {
+                logs(&args, &config, &step.services, &redactor).await
+            }
+            super::compose::TargetArg::Compose => {
+                let services = step.services.clone();
+                let redactor = redactor.clone();
+                tokio::task::spawn_blocking(move || compose_logs(&services, &redactor))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+            }
+        };
+        match found {
             Ok(l) => pod_logs = l,
             Err(e) => pod_logs_error = Some(redactor.redact(&e)),
         }
@@ -474,4 +497,50 @@ async fn logs(
     tokio::time::timeout(Duration::from_secs(20), work)
         .await
         .unwrap_or_else(|_| Err("the Kubernetes API did not answer within 20 s".to_owned()))
+}
+
+/// The last lines of every server container of the services on this node's Docker engine
+/// (`docker ps` by kstack's labels, then `docker logs`).
+fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceLog>, String> {
+    let docker = |args: &[&str]| -> Result<String, String> {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("running docker: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`docker {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        // docker logs writes the container's stderr to its own.
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        Ok(text)
+    };
+    let mut out = Vec::new();
+    for service in services {
+        let names = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={NAME_LABEL}={service}"),
+            "--filter",
+            &format!("label={COMPONENT_LABEL}=server"),
+            "--format",
+            "{{.Names}}",
+        ])?;
+        for name in names.lines().filter(|l| !l.is_empty()) {
+            let text = docker(&["logs", "--tail", &LOG_LINES.to_string(), name])?;
+            out.push(ServiceLog {
+                service: service.clone(),
+                pod: name.to_owned(),
+                container: service.clone(),
+                lines: redactor.redact(&text).lines().map(str::to_owned).collect(),
+            });
+        }
+    }
+    Ok(out)
 }
