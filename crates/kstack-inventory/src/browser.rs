@@ -13,94 +13,40 @@ pub fn chromium() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A minimal WebSocket client (RFC 6455), enough for the DevTools protocol on loopback: text
-/// frames, masked from us, unmasked and possibly fragmented from the browser.
+/// The DevTools protocol's WebSocket (tokio-tungstenite): text messages both ways.
 pub struct Ws {
-    stream: tokio::io::BufReader<tokio::net::TcpStream>,
+    stream: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
 }
 
 impl Ws {
     pub async fn connect(url: &str) -> Ws {
-        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-        let rest = url.strip_prefix("ws://").expect("a ws:// URL");
-        let (hostport, path) = rest.split_once('/').expect("a path");
-        let tcp = tokio::net::TcpStream::connect(hostport).await.unwrap();
-        let mut stream = tokio::io::BufReader::new(tcp);
-        stream
-            .get_mut()
-            .write_all(
-                format!(
-                    "GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n\
-                     Connection: Upgrade\r\nSec-WebSocket-Key: a3N0YWNrLXN0YXR1cy1wYWdl\r\n\
-                     Sec-WebSocket-Version: 13\r\n\r\n"
-                )
-                .as_bytes(),
-            )
+        let (stream, _) = tokio_tungstenite::connect_async(url)
             .await
-            .unwrap();
-        let mut status = String::new();
-        stream.read_line(&mut status).await.unwrap();
-        assert!(status.contains(" 101 "), "no WebSocket upgrade: {status}");
-        loop {
-            let mut line = String::new();
-            stream.read_line(&mut line).await.unwrap();
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-        }
+            .unwrap_or_else(|e| panic!("no WebSocket to {url}: {e}"));
         Ws { stream }
     }
 
     pub async fn send(&mut self, text: &str) {
-        use tokio::io::AsyncWriteExt;
-        let payload = text.as_bytes();
-        let mask = [0x6b, 0x73, 0x74, 0x6b];
-        let mut frame = vec![0x81];
-        match payload.len() {
-            n if n < 126 => frame.push(0x80 | n as u8),
-            n if n < 65536 => {
-                frame.push(0x80 | 126);
-                frame.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                frame.push(0x80 | 127);
-                frame.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        frame.extend_from_slice(&mask);
-        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-        self.stream.get_mut().write_all(&frame).await.unwrap();
+        use futures::SinkExt as _;
+        self.stream
+            .send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await
+            .expect("sending to the browser");
     }
 
     pub async fn recv(&mut self) -> String {
-        use tokio::io::AsyncReadExt;
-        let mut message = Vec::new();
+        use futures::StreamExt as _;
+        use tokio_tungstenite::tungstenite::Message;
         loop {
-            let mut h = [0u8; 2];
-            self.stream.read_exact(&mut h).await.unwrap();
-            let len = match h[1] & 0x7f {
-                126 => self.stream.read_u16().await.unwrap() as usize,
-                127 => self.stream.read_u64().await.unwrap() as usize,
-                n => n as usize,
-            };
-            let mut mask = [0u8; 4];
-            if h[1] & 0x80 != 0 {
-                self.stream.read_exact(&mut mask).await.unwrap();
-            }
-            let mut payload = vec![0u8; len];
-            self.stream.read_exact(&mut payload).await.unwrap();
-            if h[1] & 0x80 != 0 {
-                for (i, b) in payload.iter_mut().enumerate() {
-                    *b ^= mask[i % 4];
+            match self.stream.next().await {
+                Some(Ok(Message::Text(t))) => return t.as_str().to_owned(),
+                Some(Ok(Message::Close(_))) | None => {
+                    panic!("the browser closed the DevTools connection")
                 }
-            }
-            match h[0] & 0x0f {
-                0 | 1 => message.extend_from_slice(&payload),
-                8 => panic!("the browser closed the DevTools connection"),
-                _ => continue, // ping/pong: the browser does not need an answer here
-            }
-            if h[0] & 0x80 != 0 {
-                return String::from_utf8(message).unwrap();
+                Some(Ok(_)) => continue, // ping/pong and binary: not used by DevTools
+                Some(Err(e)) => panic!("reading from the browser: {e}"),
             }
         }
     }
