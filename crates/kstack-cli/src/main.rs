@@ -10,7 +10,8 @@
 //! - 3: `kstack deploy`: a step failed (a Job failed, a service did not become healthy in time);
 //!   the report on stderr names the service, the condition, what the pods say and what did not
 //!   start. `kstack deploy --target compose`: the files were written but no Docker engine
-//!   answered;
+//!   answered or it lacks an image (nothing was started), or a container did not become
+//!   healthy in time or a one-shot task failed (the report names it, with its last log lines);
 //!   A deploy whose API server stayed unreachable for longer than `--api-outage` exits 3 too,
 //!   its report listing what was done and what was not started;
 //! - 4: `kstack verify`: a check of the cloud failed (the report names the step, the call, its

@@ -135,15 +135,18 @@ fn deploy_without_docker_writes_the_files_and_exits_3() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(Path::new(&d).join("compose/compose.yaml").is_file());
 
-    // An engine that answers: `docker compose -f DIR/compose.yaml up -d` runs, and its failure
-    // is the command's failure.
+    // An engine that answers and has every image: `docker compose -f DIR/compose.yaml up -d`
+    // runs, and its failure is the command's failure; after it, the containers are waited for
+    // (`docker compose ps`: here one, healthy).
     let fake = tmp.path().join("fake-docker");
     std::fs::create_dir(&fake).unwrap();
     let log = tmp.path().join("docker.log");
     for (rc, want) in [(0, 0), (1, 1)] {
         let script = format!(
-            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$1\" in info) exit 0;; compose) exit {rc};; esac\nexit 9\n",
-            log.display()
+            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$1\" in info|image) exit 0;; compose) case \"$4\" in \
+             up) exit {rc};; ps) echo '{ps}'; exit 0;; esac;; esac\nexit 9\n",
+            log.display(),
+            ps = r#"{"Name":"openstack-keystone-1","Service":"keystone","State":"running","Health":"healthy","ExitCode":0,"Labels":"app.kubernetes.io/component=server"}"#
         );
         let bin = fake.join("docker");
         std::fs::write(&bin, script).unwrap();
@@ -164,8 +167,28 @@ fn deploy_without_docker_writes_the_files_and_exits_3() {
         assert_eq!(out.status.code(), Some(want), "{}", text(&out.stderr));
     }
     let calls = std::fs::read_to_string(&log).unwrap();
-    let up = format!("compose -f {}/compose.yaml up -d", out_dir.display());
-    assert_eq!(calls, format!("info\n{up}\ninfo\n{up}\n"));
+    assert!(
+        calls
+            .lines()
+            .any(|l| l.starts_with("image inspect ") && l.contains("/keystone:")),
+        "{calls}"
+    );
+    let compose_calls: Vec<&str> = calls
+        .lines()
+        .filter(|l| !l.starts_with("image inspect "))
+        .collect();
+    let up = format!(
+        "compose -f {}/compose.yaml up -d --remove-orphans",
+        out_dir.display()
+    );
+    let ps = format!(
+        "compose -f {}/compose.yaml ps -a --format json",
+        out_dir.display()
+    );
+    assert_eq!(
+        compose_calls,
+        ["info", up.as_str(), ps.as_str(), "info", up.as_str()]
+    );
 }
 
 #[test]

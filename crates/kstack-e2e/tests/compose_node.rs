@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use kstack_e2e::cloud::kstack_bin;
@@ -57,6 +57,44 @@ async fn the_single_node_cloud_runs_on_docker_passes_verify_and_reconfigures_one
         "--compose-dir",
         compose_dir_arg,
     ];
+
+    // An image the engine lacks: a clear message naming it, and nothing started.
+    let missing = tempfile::tempdir()?;
+    std::fs::copy(
+        config.join("passwords.yml"),
+        missing.path().join("passwords.yml"),
+    )?;
+    std::fs::write(
+        missing.path().join("globals.yml"),
+        format!(
+            "{}openstack_tag: no-such-tag\n",
+            std::fs::read_to_string(config.join("globals.yml"))?
+        ),
+    )?;
+    let out = Command::new(kstack_bin()?)
+        .args(["deploy", "--target", "compose"])
+        .env("KSTACK_CONFIG_DIR", missing.path())
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("lacks") && stderr.contains("kstack.local/kolla/keystone:no-such-tag"),
+        "{stderr}"
+    );
+    let running = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=com.docker.compose.project={PROJECT}"),
+    ])
+    .await?;
+    assert_eq!(
+        running.trim(),
+        "",
+        "containers were created for a cloud with a missing image"
+    );
 
     let started = Instant::now();
     kstack(config, &deploy_args).await?;

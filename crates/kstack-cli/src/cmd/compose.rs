@@ -88,7 +88,8 @@ pub fn deploy(
     if !docker_answers() {
         eprintln!(
             "error: no Docker engine answered `docker info`; nothing was started.\n\
-             Start Docker (e.g. `systemctl start docker`), then run:\n  {up}"
+             Start Docker (e.g. `systemctl start docker`; on a kstack checkout, `bash hack/docker.sh up` \
+             and then `eval \"$(bash hack/docker.sh env)\"`), then run:\n  {up}"
         );
         return Ok(ExitCode::from(NO_DOCKER));
     }
@@ -234,6 +235,11 @@ fn wait_healthy(
             String::from_utf8_lossy(&out.stderr).trim()
         );
         let entries = parse_ps(&String::from_utf8_lossy(&out.stdout))?;
+        anyhow::ensure!(
+            !entries.is_empty(),
+            "`docker compose ps` lists no container of {} after `up`",
+            file.display()
+        );
         let at = started.elapsed().as_secs_f64();
         let mut waiting = Vec::new();
         let mut failed = Vec::new();
