@@ -251,3 +251,48 @@ fn help_has_examples() {
     let out = kstack(&["template", "--help"], None);
     assert!(text(&out.stdout).contains("compose"));
 }
+
+/// A one-shot task that fails: exit 3, the report names it with its last log lines, and a
+/// password the container logged is not shown.
+#[test]
+fn a_failed_task_is_reported_with_its_log_lines_and_no_password() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = cloud(tmp.path());
+    let passwords = std::fs::read_to_string(Path::new(&d).join("passwords.yml")).unwrap();
+    let password = passwords
+        .lines()
+        .find_map(|l| l.strip_prefix("database_password: "))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .expect("database_password in passwords.yml");
+    assert!(password.len() >= 8, "{password}");
+    let fake = tmp.path().join("fake-docker");
+    std::fs::create_dir(&fake).unwrap();
+    let ps = r#"{"Name":"openstack-keystone-db-sync-1","Service":"keystone-db-sync","State":"exited","Health":"","ExitCode":1,"Labels":"app.kubernetes.io/component=bootstrap"}"#;
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in info|image) exit 0;; \
+         logs) echo 'connecting to mysql://keystone:{password}@db failed'; exit 0;; \
+         compose) case \"$4\" in up) exit 0;; ps) echo '{ps}'; exit 0;; esac;; esac\nexit 9\n"
+    );
+    let bin = fake.join("docker");
+    std::fs::write(&bin, script).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = kstack(
+        &["deploy", "--target", "compose", "--config-dir", &d],
+        Some(fake.to_str().unwrap()),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("keystone-db-sync failed: exited with code 1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("connecting to mysql://keystone:"),
+        "the task's log lines: {stderr}"
+    );
+    assert!(
+        !stderr.contains(&password),
+        "a password in the report: {stderr}"
+    );
+}

@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::Context as _;
 use kstack_config::{Config, fs};
 use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, HEADER};
+use kstack_verify::{Password, Redactor};
 
 /// Exit code of `kstack deploy --target compose` when no Docker engine answers `docker info`.
 pub const NO_DOCKER: u8 = 3;
@@ -120,7 +121,18 @@ pub fn deploy(
         eprintln!("error: `{up}` failed ({status})");
         return Ok(ExitCode::from(1));
     }
-    match wait_healthy(&file, started, std::time::Duration::from_secs(timeout))? {
+    // A service may log a password; the report shows none.
+    let redactor = Redactor::new(
+        kstack_render::files::secret_values(&config.passwords)
+            .into_iter()
+            .map(Password::new),
+    );
+    match wait_healthy(
+        &file,
+        started,
+        std::time::Duration::from_secs(timeout),
+        &redactor,
+    )? {
         Ok(()) => {
             eprintln!(
                 "deployed on this node: every container healthy in {:.1}s",
@@ -219,6 +231,7 @@ fn wait_healthy(
     file: &Path,
     started: std::time::Instant,
     timeout: std::time::Duration,
+    redactor: &Redactor,
 ) -> anyhow::Result<Result<(), String>> {
     let mut done = std::collections::BTreeSet::new();
     loop {
@@ -261,7 +274,7 @@ fn wait_healthy(
             let mut report = String::new();
             for (c, why) in &failed {
                 report.push_str(&format!("error: {} failed: {why}\n", c.service));
-                report.push_str(&last_lines(&c.name));
+                report.push_str(&last_lines(&c.name, redactor));
             }
             if failed.is_empty() {
                 report.push_str(&format!(
@@ -272,7 +285,7 @@ fn wait_healthy(
                     report.push_str(&format!("  {} ({why})\n", c.service));
                 }
                 for (c, _) in &waiting {
-                    report.push_str(&last_lines(&c.name));
+                    report.push_str(&last_lines(&c.name, redactor));
                 }
             }
             return Ok(Err(report.trim_end().to_owned()));
@@ -281,23 +294,36 @@ fn wait_healthy(
     }
 }
 
-/// The last lines a container logged, under a heading (`docker logs` writes the container's
-/// stdout and stderr to its own).
-fn last_lines(container: &str) -> String {
-    const LINES: usize = 20;
+/// The last lines a container logged, under a heading.
+fn last_lines(container: &str, redactor: &Redactor) -> String {
+    const LINES: i64 = 20;
+    let text = container_logs(container, LINES, redactor)
+        .unwrap_or_else(|e| format!("({})\n", redactor.redact(&e)));
+    format!("--- {container} (last {LINES} lines) ---\n{text}")
+}
+
+/// The last `lines` lines a container of this node's engine logged (`docker logs` writes the
+/// container's stdout and stderr to its own), every value of passwords.yml shown as the
+/// redactor shows it.
+pub(super) fn container_logs(
+    container: &str,
+    lines: i64,
+    redactor: &Redactor,
+) -> Result<String, String> {
     let out = Command::new("docker")
-        .args(["logs", "--tail", &LINES.to_string(), container])
+        .args(["logs", "--tail", &lines.to_string(), container])
         .stdin(Stdio::null())
-        .output();
-    let mut text = format!("--- {container} (last {LINES} lines) ---\n");
-    match out {
-        Ok(o) => {
-            text.push_str(&String::from_utf8_lossy(&o.stdout));
-            text.push_str(&String::from_utf8_lossy(&o.stderr));
-        }
-        Err(e) => text.push_str(&format!("(docker logs: {e})\n")),
+        .output()
+        .map_err(|e| format!("running docker: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`docker logs {container}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
-    text
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok(redactor.redact(&text))
 }
 
 /// Renders; a config the Compose target cannot render (a template error, a name clash, a task

@@ -500,7 +500,7 @@ async fn logs(
 }
 
 /// The last lines of every server container of the services on this node's Docker engine
-/// (`docker ps` by kstack's labels, then `docker logs`).
+/// (`docker ps` by kstack's labels, then [`super::compose::container_logs`]).
 fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceLog>, String> {
     let docker = |args: &[&str]| -> Result<String, String> {
         let out = std::process::Command::new("docker")
@@ -515,10 +515,7 @@ fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceL
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        // docker logs writes the container's stderr to its own.
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        Ok(text)
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let mut out = Vec::new();
     for service in services {
@@ -533,12 +530,12 @@ fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceL
             "{{.Names}}",
         ])?;
         for name in names.lines().filter(|l| !l.is_empty()) {
-            let text = docker(&["logs", "--tail", &LOG_LINES.to_string(), name])?;
+            let text = super::compose::container_logs(name, LOG_LINES, redactor)?;
             out.push(ServiceLog {
                 service: service.clone(),
                 pod: name.to_owned(),
                 container: service.clone(),
-                lines: redactor.redact(&text).lines().map(str::to_owned).collect(),
+                lines: text.lines().map(str::to_owned).collect(),
             });
         }
     }
