@@ -107,10 +107,58 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
             .join(", ")
     );
 
+    every_api_closes_its_connections(&cloud, &client).await?;
     data_directories_are_written_by_their_services(&cloud, &client).await?;
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     upgrade_without_a_failed_request(&cloud, &client).await
+}
+
+/// Every OpenStack API answers with `Connection: close` and closes the connection: a kept-alive
+/// connection would pin a client to a pod through a rolling update, and the request it sent as
+/// the stopping server closed the idle connection would fail (seen on glance-api: "connection
+/// closed before message completed" during the upgrade).
+async fn every_api_closes_its_connections(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    for (service, port) in [
+        ("keystone", 5000),
+        ("glance-api", 9292),
+        ("placement-api", 8780),
+        ("nova-api", 8774),
+        ("nova-api", 8775),
+        ("neutron-server", 9696),
+        ("heat-api", 8004),
+        ("heat-api-cfn", 8000),
+    ] {
+        let ip = addresses
+            .get(service)
+            .with_context(|| format!("no cluster IP for {service}"))?;
+        // HTTP/1.1 keeps a connection alive unless a side says otherwise: ask, and read until
+        // the server closes it (a kept-alive connection would block until the timeout).
+        let mut conn = tokio::net::TcpStream::connect((*ip, port)).await?;
+        conn.write_all(format!("GET / HTTP/1.1\r\nHost: {ip}:{port}\r\n\r\n").as_bytes())
+            .await?;
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            conn.read_to_end(&mut answer),
+        )
+        .await
+        .with_context(|| format!("{service}:{port} kept the connection open after answering"))??;
+        let answer = String::from_utf8_lossy(&answer);
+        let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+        assert!(
+            head.lines()
+                .any(|l| l.to_ascii_lowercase().replace(' ', "") == "connection:close"),
+            "{service}:{port} did not say Connection: close:\n{head}"
+        );
+    }
+    eprintln!("every API answered with Connection: close and closed the connection");
+    Ok(())
 }
 
 /// `kstack logs keystone` prints the real keystone's lines (verify just made it issue tokens),
