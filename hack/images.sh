@@ -70,7 +70,14 @@ IMAGES=(
     heat-api heat-api-cfn heat-engine horizon
     cinder-api cinder-scheduler cinder-volume
     kolla-toolbox
+    victoria-logs vlagent
 )
+# Central logging's store and collector (enable_central_logging): VictoriaLogs and its vlagent,
+# built from the Go module proxy. Kolla's own central logging (fluentd, OpenSearch) has no
+# source on these package registries.
+VICTORIALOGS_VERSION=v1.52.1
+# Their user: Kolla's table (kolla/common/users.py) has none for them; its uids end at 42494.
+VICTORIALOGS_UID=42600
 
 log() { printf '%s images.sh: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'images.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -183,6 +190,17 @@ for key, u in sorted(users.items()):
 PY
 }
 step "unpacking the kolla $KOLLA_VERSION wheel" "$LOGS/kolla-unpack.log" unpack_kolla
+# Static binaries (no cgo), built with the module and build caches under the cache directory.
+build_victorialogs() {
+    mkdir -p "$CTX/bin"
+    GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+        CGO_ENABLED=0 GOBIN=$CTX/bin \
+        go install -trimpath -ldflags='-s -w' \
+        "github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@$VICTORIALOGS_VERSION" \
+        "github.com/VictoriaMetrics/VictoriaLogs/app/vlagent@$VICTORIALOGS_VERSION"
+}
+step "building victoria-logs and vlagent $VICTORIALOGS_VERSION from the Go module proxy" \
+    "$LOGS/victorialogs.log" build_victorialogs
 cp -a "$HERE/files" "$CTX/files"
 cp "$HERE/packages.txt" "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" "$CTX/"
 sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$HERE/packages.txt" | sort -u > "$CTX/packages.list"
@@ -728,6 +746,22 @@ $(sudoers $K/kolla-toolbox/ansible_sudoers kolla_ansible_sudoers)
 $(install_file $K/kolla-toolbox/extend_start.sh /usr/local/bin/kolla_extend_start 644)
 $(install_file $K/kolla-toolbox/kolla_toolbox.sh /usr/local/bin/kolla_toolbox 755)
 USER ansible
+EOF
+)"
+
+# Central logging, on kolla-base so they keep the contract (kolla_start, config.json,
+# kolla_set_configs): static Go binaries of the store and the collector.
+add victoria-logs "$(inter kolla-base)" "$(cat <<EOF
+RUN groupadd --gid $VICTORIALOGS_UID victorialogs \\
+ && useradd -l -M --shell /usr/sbin/nologin --uid $VICTORIALOGS_UID --gid $VICTORIALOGS_UID victorialogs
+$(configure_user victorialogs "" /var/lib/victoria-logs)
+$(install_file bin/victoria-logs /usr/local/bin/victoria-logs 755)
+USER victorialogs
+EOF
+)"
+add vlagent "$(inter kolla-base)" "$(cat <<EOF
+$(install_file bin/vlagent /usr/local/bin/vlagent 755)
+RUN mkdir -p /var/lib/vlagent
 EOF
 )"
 

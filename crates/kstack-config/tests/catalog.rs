@@ -33,11 +33,15 @@ fn no_catalog_file_gives_builtin_and_enabled_services() {
         render_plain(&loaded.diagnostics)
     );
     let c = loaded.config.unwrap();
-    assert_eq!(c.catalog.services.len(), 26);
+    assert_eq!(c.catalog.services.len(), 28);
     assert!(c.enabled.contains("nova-api"));
     assert!(
         !c.enabled.contains("cinder-api"),
         "cinder is off by default"
+    );
+    assert!(
+        !c.enabled.contains("vlagent") && !c.enabled.contains("victoria-logs"),
+        "central logging is off by default"
     );
 }
 

@@ -20,7 +20,7 @@ use support::{Apis, admin_password, admin_token, real_node, user_load};
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
 /// default), with a longer step limit for a loaded machine.
-const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\n";
+const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n";
 
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
@@ -111,6 +111,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     data_directories_are_written_by_their_services(&cloud, &client).await?;
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
+    central_logging_holds_what_keystone_logged(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await
 }
 
@@ -158,6 +159,107 @@ async fn every_api_closes_its_connections(
         );
     }
     eprintln!("every API answered with Connection: close and closed the connection");
+    Ok(())
+}
+
+/// Central logging: the collector on the node shipped keystone's lines (verify made it issue
+/// tokens) to the store, where a LogsQL query finds them by the file they came from; and no
+/// passwords.yml value is anywhere in the store, whatever container logged it.
+async fn central_logging_holds_what_keystone_logged(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    let store = format!(
+        "http://{}:9428",
+        addresses
+            .get("victoria-logs")
+            .context("no cluster IP for victoria-logs")?
+    );
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let query = |q: String| {
+        let http = http.clone();
+        let url = format!("{store}/select/logsql/query");
+        async move {
+            let r = http.post(url).form(&[("query", q)]).send().await?;
+            let status = r.status();
+            let body = r.text().await?;
+            anyhow::ensure!(status.is_success(), "LogsQL query: HTTP {status}: {body}");
+            body.lines()
+                .map(|l| serde_json::from_str::<Value>(l).context("a line of the answer"))
+                .collect::<anyhow::Result<Vec<Value>>>()
+        }
+    };
+    // The kubelet writes /var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log.
+    let keystone_files = format!(
+        "file:~\"^/var/log/pods/{}_keystone-[^/]+/keystone/\"",
+        cloud.ns.name
+    );
+    let started = std::time::Instant::now();
+    let line = loop {
+        let rows = query(format!("{keystone_files} \"/v3/auth/tokens\" | limit 5")).await?;
+        if let Some(row) = rows.first() {
+            break row.clone();
+        }
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(180),
+            "no line of keystone's in the store after 180 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    };
+    eprintln!(
+        "central logging: keystone's line in the store after {:.1} s: {}",
+        started.elapsed().as_secs_f64(),
+        line["_msg"]
+    );
+    assert!(
+        line["_msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("/v3/auth/tokens")),
+        "{line}"
+    );
+
+    // Every line of the cloud's containers the store holds, checked for every password.
+    let all = query(format!(
+        "file:~\"^/var/log/pods/{}_\" | limit 1000000",
+        cloud.ns.name
+    ))
+    .await?;
+    let containers: std::collections::BTreeSet<&str> =
+        all.iter().filter_map(|r| r["file"].as_str()).collect();
+    assert!(
+        containers.len() > 20,
+        "the store holds the logs of only {} container files",
+        containers.len()
+    );
+    let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
+    let passwords = kstack_config::passwords::parse(&passwords)
+        .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?;
+    for key in passwords.entries.keys() {
+        let Some(value) = passwords.get(key) else {
+            continue;
+        };
+        // Short values (a uuid's parts, a port) would match by chance; genpwd's are long.
+        if value.len() < 8 {
+            continue;
+        }
+        if let Some(row) = all
+            .iter()
+            .find(|r| r["_msg"].as_str().is_some_and(|m| m.contains(value)))
+        {
+            panic!(
+                "the value of {key} is in the store, logged to {}",
+                row["file"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    eprintln!(
+        "central logging: {} lines of {} container log files, none with a password",
+        all.len(),
+        containers.len()
+    );
     Ok(())
 }
 

@@ -73,6 +73,10 @@ pub struct Service {
     /// Services that must be healthy before this one starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// Set when the service exists on Kubernetes only: why it has no single-node (Compose)
+    /// form, and what to use there instead. Rendering it for Compose is an error that says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_kubernetes: Option<String>,
 }
 
 /// Which group of nodes a service runs on.
@@ -83,6 +87,8 @@ pub enum Role {
     Compute,
     Network,
     Storage,
+    /// Every node that carries any role (a per-node agent such as the log collector).
+    Every,
 }
 
 impl fmt::Display for Role {
@@ -92,6 +98,7 @@ impl fmt::Display for Role {
             Role::Compute => "compute",
             Role::Network => "network",
             Role::Storage => "storage",
+            Role::Every => "every",
         })
     }
 }
@@ -561,6 +568,7 @@ pub struct ServiceOverlay {
     pub volumes: Option<Vec<Volume>>,
     pub bootstrap: Option<Vec<BootstrapTask>>,
     pub depends_on: Option<Vec<String>>,
+    pub only_kubernetes: Option<String>,
 }
 
 /// One problem found in a catalog.
@@ -702,6 +710,7 @@ impl Catalog {
                     volumes: o.volumes.unwrap_or_default(),
                     bootstrap: o.bootstrap.unwrap_or_default(),
                     depends_on: o.depends_on.unwrap_or_default(),
+                    only_kubernetes: o.only_kubernetes,
                 },
             );
         }
@@ -855,6 +864,9 @@ fn apply(s: &mut Service, o: ServiceOverlay) {
     if let Some(v) = o.depends_on {
         s.depends_on = v;
     }
+    if let Some(v) = o.only_kubernetes {
+        s.only_kubernetes = Some(v);
+    }
 }
 
 #[cfg(test)]
@@ -862,7 +874,7 @@ mod tests {
     use super::*;
     use crate::graph::Graph;
 
-    const EXPECTED: [&str; 26] = [
+    const EXPECTED: [&str; 28] = [
         "mariadb",
         "rabbitmq",
         "memcached",
@@ -889,6 +901,8 @@ mod tests {
         "cinder-api",
         "cinder-scheduler",
         "cinder-volume",
+        "victoria-logs",
+        "vlagent",
     ];
 
     fn builtin() -> Catalog {
@@ -956,10 +970,11 @@ mod tests {
                 "memcached",
                 "nova-libvirt",
                 "openvswitch-db-server",
-                "rabbitmq"
+                "rabbitmq",
+                "victoria-logs"
             ]
         );
-        assert_eq!(levels[1], ["keystone", "openvswitch-vswitchd"]);
+        assert_eq!(levels[1], ["keystone", "openvswitch-vswitchd", "vlagent"]);
     }
 
     #[test]
@@ -967,9 +982,12 @@ mod tests {
         let c = builtin();
         for (name, s) in &c.services {
             let want = match name.as_str() {
-                "mariadb" | "rabbitmq" | "memcached" => WorkloadKind::StatefulSet,
+                // Stores, each pod with its own data and name.
+                "mariadb" | "rabbitmq" | "memcached" | "victoria-logs" => WorkloadKind::StatefulSet,
+                // One per node.
                 n if n.starts_with("openvswitch")
                     || n.ends_with("-agent")
+                    || n == "vlagent"
                     || n == "nova-compute"
                     || n == "nova-libvirt"
                     || n == "cinder-volume" =>
@@ -1082,8 +1100,8 @@ mod tests {
                 }
             }
         }
-        // Keystone's two key repositories among them.
-        assert_eq!(checked, 10);
+        // Keystone's two key repositories and the log store's claim among them.
+        assert_eq!(checked, 11);
     }
 
     #[test]
@@ -1139,7 +1157,7 @@ services:
             "other fields kept"
         );
         assert_eq!(merged.services["barbican-api"].role, Role::Control);
-        assert_eq!(merged.services.len(), 27);
+        assert_eq!(merged.services.len(), 29);
     }
 
     #[test]

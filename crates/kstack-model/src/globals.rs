@@ -29,6 +29,7 @@ pub const SERVICE_FLAGS: &[(&str, Option<bool>)] = &[
     ("placement", None),
     ("openvswitch", None),
     ("cinder", Some(false)),
+    ("central_logging", Some(false)),
 ];
 
 /// Base distributions the Kolla images are published for (each has a [`crate::distro::Distro`]).
@@ -268,6 +269,7 @@ pub fn known_keys() -> Vec<String> {
             "kolla_internal_vip_address",
             "kstack_storage_class",
             "fernet_key_rotation_interval",
+            "victoria_logs_retention_period",
         ]
         .map(String::from),
     );
@@ -345,6 +347,32 @@ fn fernet_timing(t: &mut Typer, vars: &BTreeMap<String, Value>) -> FernetTiming 
         token_expiry,
         allow_expired_window,
         rotation_interval,
+    }
+}
+
+/// `victoria_logs_retention_period`, how long the central log store keeps lines: a whole
+/// number of hours, days, weeks or years (`12h`, `30d`, `4w`, `1y`), as the store reads it.
+fn check_log_retention(t: &mut Typer, vars: &BTreeMap<String, Value>) {
+    let key = "victoria_logs_retention_period";
+    let Some(v) = vars.get(key) else {
+        return;
+    };
+    let ok = v.as_str().is_some_and(|s| {
+        s.len() > 1
+            && s[..s.len() - 1].bytes().all(|b| b.is_ascii_digit())
+            && s[..s.len() - 1].parse::<u32>().is_ok_and(|n| n > 0)
+            && matches!(s.as_bytes()[s.len() - 1], b'h' | b'd' | b'w' | b'y')
+    });
+    if !ok {
+        t.issue(
+            key,
+            None,
+            format!(
+                "expected a whole number of hours, days, weeks or years such as `30d`, found {}",
+                shown(v)
+            ),
+            format!("write e.g. `{key}: 30d` (the default), or leave it out"),
+        );
     }
 }
 
@@ -738,6 +766,7 @@ impl Globals {
             }
         }
         let fernet = fernet_timing(&mut t, &vars);
+        check_log_retention(&mut t, &vars);
         t.one_of("ovs_datapath", OVS_DATAPATHS);
         t.bool("openstack_logging_debug");
         for key in ["kolla_external_fqdn", "kolla_external_vip_address"] {
@@ -1302,6 +1331,35 @@ mod tests {
             "{}",
             issues[0].message
         );
+    }
+
+    #[test]
+    fn the_log_retention_is_a_count_of_hours_days_weeks_or_years() {
+        for ok in ["12h", "30d", "4w", "1y"] {
+            assert!(
+                Globals::from_vars(&vars(json!({ "victoria_logs_retention_period": ok }))).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            json!("30"),
+            json!("d"),
+            json!("0d"),
+            json!("30 days"),
+            json!(30),
+            json!("-1d"),
+        ] {
+            let issues =
+                Globals::from_vars(&vars(json!({ "victoria_logs_retention_period": bad })))
+                    .unwrap_err();
+            assert!(
+                issues
+                    .iter()
+                    .any(|i| i.key == "victoria_logs_retention_period"
+                        && i.message.contains("hours, days, weeks or years")),
+                "{bad}: {issues:?}"
+            );
+        }
     }
 
     #[test]

@@ -155,7 +155,17 @@ pub const SETTINGS: &[Setting] = &[
     ),
     meaningless(
         "enable_fluentd",
-        "containers log to Kubernetes (`kubectl logs`); central logging is not built yet",
+        "containers log to Kubernetes (`kstack logs`); `enable_central_logging` adds a collector (vlagent) on every node",
+    ),
+    refused(
+        "enable_opensearch",
+        Accepts::False,
+        "central logging stores logs in VictoriaLogs, not OpenSearch: set `enable_central_logging` instead",
+    ),
+    refused(
+        "enable_opensearch_dashboards",
+        Accepts::False,
+        "central logging stores logs in VictoriaLogs, whose own web UI serves queries (/select/vmui): set `enable_central_logging` instead",
     ),
     meaningless(
         "enable_chrony",

@@ -239,6 +239,14 @@ pub enum ComposeError {
         first: String,
         second: String,
     },
+    #[error(
+        "`{flag}` enables `{service}`, which runs on Kubernetes only: {why}; set `{flag}: no` in globals.yml for the single node"
+    )]
+    OnlyKubernetes {
+        service: String,
+        flag: String,
+        why: String,
+    },
 }
 
 /// The remapping from the clustered deployment to one node: the only place where the two
@@ -423,6 +431,19 @@ pub fn container_service_name(container: &str) -> String {
 pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
     let globals = &config.globals;
     let node = SingleNode { globals };
+    if let Some((name, service, why)) = config
+        .catalog
+        .services
+        .iter()
+        .filter(|(name, _)| config.enabled.contains(*name))
+        .find_map(|(n, s)| s.only_kubernetes.as_ref().map(|why| (n, s, why)))
+    {
+        return Err(ComposeError::OnlyKubernetes {
+            service: name.clone(),
+            flag: service.enable_flag.clone(),
+            why: why.clone(),
+        });
+    }
     let all_files = render_files(config, Target::Compose)?;
     let mut files: BTreeMap<(String, String), Vec<RenderedFile>> = all_files
         .iter()

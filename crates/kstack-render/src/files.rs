@@ -375,6 +375,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/heat/wsgi-heat-api-cfn.conf.j2"),
     ),
     (
+        "victoria-logs/victoria-logs-start.sh.j2",
+        include_str!("../templates/victoria-logs/victoria-logs-start.sh.j2"),
+    ),
+    (
+        "vlagent/vlagent-start.sh.j2",
+        include_str!("../templates/vlagent/vlagent-start.sh.j2"),
+    ),
+    (
         "cinder/cinder.conf.j2",
         include_str!("../templates/cinder/cinder.conf.j2"),
     ),
@@ -612,6 +620,10 @@ impl TemplateContext {
     }
 }
 
+/// How long the central log store keeps lines unless `victoria_logs_retention_period` says
+/// otherwise (kolla-ansible keeps OpenSearch's logs 30 days before it starts deleting them).
+pub const VICTORIA_LOGS_RETENTION: &str = "30d";
+
 /// The [`TemplateContext`] of `config` for `target`.
 pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let g = &config.globals;
@@ -772,6 +784,28 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
                 .collect::<Vec<_>>(),
         ),
     );
+
+    // Central logging: the store's URL, and the files a node's collector reads: the log of
+    // every container of the cloud's pods, as the kubelet keeps them
+    // (`/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log`).
+    let vl_port = port(c, "victoria-logs", "http", 9428);
+    set("victoria_logs_port", Value::from(vl_port));
+    set(
+        "victoria_logs_url",
+        Value::from(url("victoria-logs", vl_port)),
+    );
+    set(
+        "pod_log_glob",
+        Value::from(format!(
+            "/var/log/pods/{}_*/*/*.log",
+            g.kubernetes_namespace
+        )),
+    );
+    let retention = match g.vars.get("victoria_logs_retention_period") {
+        Some(serde_json::Value::String(r)) if !r.is_empty() => r.clone(),
+        _ => VICTORIA_LOGS_RETENTION.to_owned(),
+    };
+    set("victoria_logs_retention_period", Value::from(retention));
 
     let ks_port = port(c, "keystone", "api", 5000);
     set("keystone_port", Value::from(ks_port));

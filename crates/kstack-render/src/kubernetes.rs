@@ -357,7 +357,7 @@ fn pod_spec(
     volumes: Vec<Volume>,
 ) -> PodSpec {
     let p = &service.privileges;
-    let (key, value) = globals.role_label(&service.role.to_string());
+    let (node_selector, affinity) = placement(globals, service.role);
     // The group that may read a key repository's Secret files (mode KEY_MODE).
     let fs_group = service.volumes.iter().find_map(|v| match v.kind {
         VolumeKind::KeyRepository { fs_group, .. } => Some(fs_group),
@@ -370,7 +370,8 @@ fn pod_spec(
         }),
         containers,
         volumes: Some(volumes),
-        node_selector: Some(BTreeMap::from([(key, value)])),
+        node_selector,
+        affinity,
         host_network: p.host_network.then_some(true),
         host_pid: p.host_pid.then_some(true),
         host_ipc: p.host_ipc.then_some(true),
@@ -494,6 +495,43 @@ fn disruption_budget(globals: &Globals, name: &str) -> PodDisruptionBudget {
         }),
         ..Default::default()
     }
+}
+
+/// Where a service's pods may run: the nodes of its role (a node selector on the role label),
+/// or for [`catalog::Role::Every`] the nodes carrying any role (a required node affinity with
+/// one term per role; the terms are alternatives).
+fn placement(
+    globals: &Globals,
+    role: catalog::Role,
+) -> (Option<BTreeMap<String, String>>, Option<Affinity>) {
+    if role != catalog::Role::Every {
+        let (key, value) = globals.role_label(&role.to_string());
+        return (Some(BTreeMap::from([(key, value)])), None);
+    }
+    let terms = kstack_model::globals::ROLES
+        .iter()
+        .map(|r| {
+            let (key, value) = globals.role_label(r);
+            NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key,
+                    operator: "In".to_owned(),
+                    values: Some(vec![value]),
+                }]),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let affinity = Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: terms,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    (None, Some(affinity))
 }
 
 /// Spreads the replicas of a service over the nodes of its role where it can: a preferred
@@ -1236,25 +1274,33 @@ fn host_variants_of(config: &Config, service: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Adds a required node affinity on `kubernetes.io/hostname` (`In` or `NotIn` `hosts`).
+/// Adds a required node affinity on `kubernetes.io/hostname` (`In` or `NotIn` `hosts`): to
+/// every term of a required node affinity the pod has already (its role's alternatives), or as
+/// the only term.
 fn pin(template: &mut PodTemplateSpec, operator: &str, hosts: Vec<String>) {
     if let Some(spec) = template.spec.as_mut() {
-        spec.affinity = Some(Affinity {
-            node_affinity: Some(NodeAffinity {
-                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                    node_selector_terms: vec![NodeSelectorTerm {
-                        match_expressions: Some(vec![NodeSelectorRequirement {
-                            key: HOSTNAME_LABEL.to_owned(),
-                            operator: operator.to_owned(),
-                            values: Some(hosts),
-                        }]),
-                        ..Default::default()
-                    }],
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        let requirement = NodeSelectorRequirement {
+            key: HOSTNAME_LABEL.to_owned(),
+            operator: operator.to_owned(),
+            values: Some(hosts),
+        };
+        let required = spec
+            .affinity
+            .get_or_insert_with(Default::default)
+            .node_affinity
+            .get_or_insert_with(Default::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Default::default);
+        if required.node_selector_terms.is_empty() {
+            required
+                .node_selector_terms
+                .push(NodeSelectorTerm::default());
+        }
+        for term in &mut required.node_selector_terms {
+            term.match_expressions
+                .get_or_insert_with(Vec::new)
+                .push(requirement.clone());
+        }
     }
 }
 

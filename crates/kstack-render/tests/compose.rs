@@ -918,3 +918,19 @@ fn a_first_boot_task_runs_once_per_data_volume() {
         "{again:?}"
     );
 }
+
+#[test]
+fn central_logging_is_refused_on_a_single_node_with_the_flag_and_what_to_use() {
+    let mut vars = serde_json::Map::new();
+    vars.insert("enable_central_logging".into(), "yes".into());
+    let globals = Globals::from_vars(&vars.into_iter().collect()).unwrap();
+    let err = compose::render(&config_with(Catalog::builtin().unwrap(), globals)).unwrap_err();
+    assert!(
+        matches!(err, ComposeError::OnlyKubernetes { .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("`enable_central_logging`"), "{msg}");
+    assert!(msg.contains("`enable_central_logging: no`"), "{msg}");
+    assert!(msg.contains("kstack logs"), "{msg}");
+}

@@ -479,3 +479,159 @@ fn a_per_host_override_pins_a_daemonset_variant() {
             .any(|o| o.kind() == "DaemonSet" && o.name().starts_with("nova-libvirt-"))
     );
 }
+
+/// The required node affinity of a pod spec, as (key, operator, values) per term.
+fn required_terms(o: &Object) -> Vec<Vec<(String, String, Vec<String>)>> {
+    pod_spec(o)
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| {
+            r.node_selector_terms
+                .iter()
+                .map(|t| {
+                    t.match_expressions
+                        .iter()
+                        .flatten()
+                        .map(|e| {
+                            (
+                                e.key.clone(),
+                                e.operator.clone(),
+                                e.values.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn central_logging_puts_a_collector_on_every_node_of_any_role_and_a_store_on_control() {
+    let globals = globals_with(serde_json::json!({"enable_central_logging": "yes"}));
+    assert!(
+        !default_cloud()
+            .objects
+            .iter()
+            .any(|o| o.service() == Some("vlagent"))
+    );
+    let r = render(Catalog::builtin().unwrap(), globals);
+
+    let store = find(&r, "StatefulSet", "victoria-logs");
+    assert_eq!(
+        pod_spec(store).unwrap().node_selector,
+        Some(std::collections::BTreeMap::from([(
+            "kstack.io/role-control".to_owned(),
+            "true".to_owned()
+        )]))
+    );
+
+    // One alternative per role: a node of any role runs a collector.
+    let collector = find(&r, "DaemonSet", "vlagent");
+    assert_eq!(pod_spec(collector).unwrap().node_selector, None);
+    let role = |r: &str| {
+        (
+            format!("kstack.io/role-{r}"),
+            "In".to_owned(),
+            vec!["true".to_owned()],
+        )
+    };
+    assert_eq!(
+        required_terms(collector),
+        ["control", "compute", "network", "storage"]
+            .iter()
+            .map(|r| vec![role(r)])
+            .collect::<Vec<_>>()
+    );
+    // It reads the kubelet's pod logs read-only, and sends them to the store's Service.
+    let spec = pod_spec(collector).unwrap();
+    let mount = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == "/var/log/pods")
+        .expect("/var/log/pods mounted");
+    assert_eq!(mount.read_only, Some(true));
+    let config = Config::from_parts(
+        globals_with(serde_json::json!({"enable_central_logging": "yes"})),
+        kstack_config::testing::passwords(1),
+        Default::default(),
+        Catalog::builtin().unwrap(),
+    );
+    let files =
+        kstack_render::files::render_files(&config, kstack_render::files::Target::Kubernetes)
+            .unwrap();
+    let start = files
+        .iter()
+        .filter(|cf| cf.service == "vlagent")
+        .flat_map(|cf| cf.files.iter())
+        .find(|f| f.name == "vlagent-start.sh")
+        .expect("the collector's start script");
+    let text = &start.content;
+    assert!(
+        text.contains("-fileCollector.glob='/var/log/pods/openstack_*/*/*.log'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("-remoteWrite.url=http://victoria-logs.openstack.svc:9428/insert/native"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_per_host_variant_of_an_every_role_daemonset_keeps_the_role_alternatives() {
+    // An operator's catalog puts nova-compute on every node; compute-7 has its own nova.conf.
+    let overlay = Catalog::overlay_from_yaml(
+        "catalog.yml",
+        "services:\n  nova-compute:\n    role: every\n",
+    )
+    .unwrap();
+    let catalog = Catalog::merge(Catalog::builtin().unwrap(), overlay).unwrap();
+    let mut overrides = std::collections::BTreeMap::new();
+    overrides.insert(
+        "nova/compute-7/nova.conf".to_owned(),
+        b"[libvirt]\nvirt_type = qemu\n".to_vec(),
+    );
+    let config = Config::from_parts(
+        Globals::default(),
+        kstack_config::testing::passwords(1),
+        overrides,
+        catalog,
+    );
+    let r = kubernetes::render(&config).unwrap();
+    let host = |op: &str| {
+        (
+            "kubernetes.io/hostname".to_owned(),
+            op.to_owned(),
+            vec!["compute-7".to_owned()],
+        )
+    };
+    let role = |r: &str| {
+        (
+            format!("kstack.io/role-{r}"),
+            "In".to_owned(),
+            vec!["true".to_owned()],
+        )
+    };
+    // Each alternative gets the host requirement: (a role and not compute-7) or ..., for the
+    // main DaemonSet; (a role and compute-7) or ..., for the variant.
+    let expect = |op: &str| {
+        ["control", "compute", "network", "storage"]
+            .iter()
+            .map(|r| vec![role(r), host(op)])
+            .collect::<Vec<_>>()
+    };
+    let main = find(&r, "DaemonSet", "nova-compute");
+    assert_eq!(pod_spec(main).unwrap().node_selector, None);
+    assert_eq!(required_terms(main), expect("NotIn"));
+    let variant = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "DaemonSet" && o.name().starts_with("nova-compute-"))
+        .expect("a variant for compute-7");
+    assert_eq!(required_terms(variant), expect("In"));
+}
