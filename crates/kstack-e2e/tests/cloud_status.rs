@@ -2,8 +2,11 @@
 //! real local control plane: release records as the engine writes them and a kstack workload in
 //! a temporary namespace; the watches must report a service healthy, then failing when its pods
 //! stop being ready, then failed when a failed generation is recorded, each within seconds.
+//! At each stage the inventory service serving that view is scraped at `/metrics` over a real
+//! socket: the per-service health, generation and replica series say the same as the page.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -14,8 +17,8 @@ use kstack_e2e::{TempNamespace, WAIT, client};
 use kstack_engine::release::{
     IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
 };
-use kstack_inventory::CloudStatus;
 use kstack_inventory::cloud::{Health, Snapshot};
+use kstack_inventory::{CloudStatus, RecordingSync, Role, ServeConfig, Tokens};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -97,6 +100,88 @@ async fn until(
     }
 }
 
+const READER: &str = "e2e-reader-token-0123456789abcdef0123";
+
+/// The inventory service showing `cloud`, on plain HTTP on a free loopback port; stopped when
+/// the task is aborted.
+async fn serve_inventory(
+    cloud: Arc<dyn CloudStatus>,
+    dir: &std::path::Path,
+) -> anyhow::Result<(String, tokio::task::JoinHandle<()>)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let config = ServeConfig {
+        listen: ([127, 0, 0, 1], port).into(),
+        database_url: dir.join("inventory.db").display().to_string(),
+        tokens: Tokens::new(BTreeMap::from([(READER.to_string(), Role::Reader)]))?,
+        keystone: None,
+        tls: None,
+        insecure_http: false,
+        audit_interval: Duration::from_secs(3600),
+        sync: Arc::new(RecordingSync::default()),
+        joins: None,
+        cloud,
+    };
+    let task = tokio::spawn(async move {
+        if let Err(e) = kstack_inventory::serve(config).await {
+            eprintln!("inventory service stopped: {e}");
+        }
+    });
+    let base = format!("http://127.0.0.1:{port}");
+    // Our own server starting on a port we chose: nothing to watch, so try until it answers.
+    for _ in 0..200 {
+        if reqwest::get(format!("{base}/openapi.json")).await.is_ok() {
+            return Ok((base, task));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    anyhow::bail!("the inventory service did not start")
+}
+
+/// `GET /metrics` as Prometheus scrapes it: every sample, `name{labels}` → value.
+async fn scrape(base: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    let resp = reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .bearer_auth(READER)
+        .send()
+        .await?;
+    anyhow::ensure!(resp.status() == 200, "/metrics: {}", resp.status());
+    let text = resp.text().await?;
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .with_context(|| format!("sample line {line:?}"))?;
+        out.insert(series.to_owned(), value.parse()?);
+    }
+    Ok(out)
+}
+
+/// The states whose `kstack_service_health` series is 1 for `service`, and how many series
+/// it has.
+fn health_series(m: &BTreeMap<String, f64>, service: &str) -> (Vec<String>, usize) {
+    let prefix = format!("kstack_service_health{{service=\"{service}\",state=\"");
+    let series: Vec<(&str, f64)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix(&prefix)
+                .and_then(|s| s.strip_suffix("\"}"))
+                .map(|s| (s, *v))
+        })
+        .collect();
+    let current = series
+        .iter()
+        .filter(|(_, v)| *v == 1.0)
+        .map(|(s, _)| s.to_string())
+        .collect();
+    (current, series.len())
+}
+
+fn gauge(m: &BTreeMap<String, f64>, name: &str, service: &str) -> Option<f64> {
+    m.get(&format!("{name}{{service=\"{service}\"}}")).copied()
+}
+
 fn service<'a>(s: &'a Snapshot, name: &str) -> Option<&'a kstack_inventory::cloud::Service> {
     s.services.iter().find(|x| x.name == name)
 }
@@ -152,6 +237,9 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
 
     let deps = BTreeMap::from([("keystone".to_string(), vec!["mariadb".to_string()])]);
     let status = kstack_kube::cloud::KubeCloudStatus::start(client.clone(), &ns.name, deps);
+    let dir = tempfile::tempdir()?;
+    let (base, server) = serve_inventory(status.clone(), dir.path()).await?;
+    let _stop = AbortOnDrop(server);
     let s = until(&status, "keystone healthy", |s| {
         service(s, "keystone").is_some_and(|k| k.health == Health::Healthy)
     })
@@ -164,6 +252,35 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
     assert_eq!(k.history[0].images, ["kolla/keystone:2025.1"]);
     let m = service(&s, "mariadb").context("mariadb")?;
     assert_eq!(m.health, Health::Missing, "{m:?}");
+    let metrics = scrape(&base).await?;
+    assert_eq!(
+        health_series(&metrics, "keystone"),
+        (vec!["healthy".to_string()], 5),
+        "{metrics:#?}"
+    );
+    assert_eq!(
+        health_series(&metrics, "mariadb"),
+        (vec!["missing".to_string()], 5),
+        "{metrics:#?}"
+    );
+    assert_eq!(
+        gauge(&metrics, "kstack_service_generation", "keystone"),
+        Some(1.0)
+    );
+    assert_eq!(
+        gauge(&metrics, "kstack_service_desired_replicas", "keystone"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metrics
+            .get(&format!(
+                "kstack_cloud_deploy_generation{{namespace=\"{}\"}}",
+                ns.name
+            ))
+            .copied(),
+        Some(1.0),
+        "{metrics:#?}"
+    );
 
     // Its pod can never be scheduled: rolled out, not ready, so failing.
     let t = Instant::now();
@@ -184,6 +301,20 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
     let took = t.elapsed();
     eprintln!("a workload whose pods are not ready showed as failed after {took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
+    let metrics = scrape(&base).await?;
+    assert_eq!(
+        health_series(&metrics, "keystone"),
+        (vec!["failed".to_string()], 5),
+        "{metrics:#?}"
+    );
+    assert_eq!(
+        gauge(&metrics, "kstack_service_ready_replicas", "keystone"),
+        Some(0.0)
+    );
+    assert_eq!(
+        gauge(&metrics, "kstack_service_desired_replicas", "keystone"),
+        Some(1.0)
+    );
 
     // A deploy records a failed generation 2.
     let t = Instant::now();
@@ -221,5 +352,34 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
         [2, 1]
     );
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let metrics = scrape(&base).await?;
+    assert_eq!(
+        gauge(&metrics, "kstack_service_generation", "keystone"),
+        Some(2.0),
+        "{metrics:#?}"
+    );
+    assert_eq!(
+        health_series(&metrics, "keystone"),
+        (vec!["failed".to_string()], 5)
+    );
+    assert_eq!(
+        metrics
+            .get(&format!(
+                "kstack_cloud_status_problem{{namespace=\"{}\"}}",
+                ns.name
+            ))
+            .copied(),
+        Some(0.0),
+        "{metrics:#?}"
+    );
     Ok(())
+}
+
+/// Stops the inventory service when the test ends, passed or not.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -29,6 +29,15 @@ pub enum Health {
 }
 
 impl Health {
+    /// Every state, in the order of the enum.
+    pub const ALL: [Health; 5] = [
+        Health::Healthy,
+        Health::Progressing,
+        Health::Failed,
+        Health::Missing,
+        Health::Removed,
+    ];
+
     /// The word shown, also the CSS class.
     pub fn as_str(self) -> &'static str {
         match self {
