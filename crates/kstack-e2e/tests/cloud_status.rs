@@ -15,7 +15,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kstack_e2e::{TempNamespace, WAIT, client};
 use kstack_engine::release::{
-    IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
+    DeployStep, IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, StepOutcome,
+    index_config_map, record_config_map,
 };
 use kstack_inventory::cloud::{Health, Snapshot};
 use kstack_inventory::{CloudStatus, RecordingSync, Role, ServeConfig, Tokens};
@@ -38,6 +39,28 @@ fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> Se
         rollback_of: None,
         config_refs: vec![],
         manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
+        steps: vec![
+            DeployStep {
+                step: "config".into(),
+                action: "create".into(),
+                started_ms: 0,
+                duration_ms: 400,
+                outcome: StepOutcome::Done,
+                reason: None,
+            },
+            DeployStep {
+                step: "healthy".into(),
+                action: "wait".into(),
+                started_ms: 400,
+                duration_ms: 30_000,
+                outcome: if state == ServiceState::Failed {
+                    StepOutcome::Failed
+                } else {
+                    StepOutcome::Done
+                },
+                reason: (state == ServiceState::Failed).then(|| "timed out after 30s".into()),
+            },
+        ],
     }
 }
 
@@ -351,6 +374,21 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
         k.history.iter().map(|g| g.generation).collect::<Vec<_>>(),
         [2, 1]
     );
+    // The last deploy's steps are generation 2's, its health step failed.
+    let steps: Vec<(&str, &str, Option<&str>)> = k
+        .last_deploy
+        .iter()
+        .map(|st| (st.step.as_str(), st.outcome.as_str(), st.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("config", "done", None),
+            ("healthy", "failed", Some("timed out after 30s"))
+        ]
+    );
+    assert_eq!(k.last_deploy[1].started, "2026-11-25T22:00:00Z");
+    assert_eq!(k.last_deploy[1].finished, "2026-11-25T22:00:30Z");
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
     let metrics = scrape(&base).await?;
     assert_eq!(

@@ -241,6 +241,7 @@ fn cloud_service(name: &str, health: Health, ready: i64, generation: Option<u64>
         reason: None,
         depends_on: vec![],
         history: vec![],
+        last_deploy: vec![],
     }
 }
 
