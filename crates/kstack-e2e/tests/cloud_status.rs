@@ -4,6 +4,8 @@
 //! stop being ready, then failed when a failed generation is recorded, each within seconds.
 //! At each stage the inventory service serving that view is scraped at `/metrics` over a real
 //! socket: the per-service health, generation and replica series say the same as the page.
+//! Then the default cloud deployed by the `kstack` binary on the kwok nodes: every service
+//! healthy in the metrics, and each one's last deploy steps as the engine recorded them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -409,6 +411,82 @@ async fn release_records_and_workloads_become_the_status_page_view() -> anyhow::
             .copied(),
         Some(0.0),
         "{metrics:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deployed_cloud_shows_every_service_healthy_in_the_metrics_with_its_deploy_steps()
+-> anyhow::Result<()> {
+    let cloud = kstack_e2e::cloud::Cloud::new("cloud-metrics", "").await?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    anyhow::ensure!(code == 0, "deploy failed:\n{stderr}\n{report}");
+    let client = client().await?;
+    let status =
+        kstack_kube::cloud::KubeCloudStatus::start(client.clone(), &cloud.ns.name, BTreeMap::new());
+    let s = until(&status, "every service healthy", |s| {
+        s.problem.is_none()
+            && s.services.len() >= 20
+            && s.services.iter().all(|x| x.health == Health::Healthy)
+    })
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let (base, server) = serve_inventory(status.clone(), dir.path()).await?;
+    let _stop = AbortOnDrop(server);
+    let metrics = scrape(&base).await?;
+    for svc in &s.services {
+        let name = svc.name.as_str();
+        assert_eq!(
+            health_series(&metrics, name),
+            (vec!["healthy".to_string()], 5),
+            "{name}: {metrics:#?}"
+        );
+        assert_eq!(
+            gauge(&metrics, "kstack_service_generation", name),
+            Some(1.0)
+        );
+        let ready = gauge(&metrics, "kstack_service_ready_replicas", name);
+        assert!(ready.is_some_and(|r| r >= 1.0), "{name}: {ready:?}");
+        assert_eq!(
+            gauge(&metrics, "kstack_service_desired_replicas", name),
+            ready,
+            "{name}"
+        );
+        // What the deploy did for it: config first, its health last, every step done, with
+        // times from the deploy's start.
+        let steps: Vec<&str> = svc.last_deploy.iter().map(|x| x.step.as_str()).collect();
+        assert_eq!(steps.first(), Some(&"config"), "{name}: {steps:?}");
+        assert_eq!(steps.last(), Some(&"healthy"), "{name}: {steps:?}");
+        assert!(steps.contains(&"workload"), "{name}: {steps:?}");
+        for st in &svc.last_deploy {
+            assert_eq!(st.outcome, "done", "{name}: {st:?}");
+            assert!(
+                !st.started.is_empty() && st.started <= st.finished,
+                "{name}: {st:?}"
+            );
+            assert!(st.started >= svc.history[0].time, "{name}: {st:?}");
+        }
+    }
+    let keystone = service(&s, "keystone").context("keystone")?;
+    let jobs: Vec<&str> = keystone
+        .last_deploy
+        .iter()
+        .filter(|x| x.step.starts_with("job "))
+        .map(|x| x.action.as_str())
+        .collect();
+    assert!(
+        !jobs.is_empty() && jobs.iter().all(|a| *a == "create"),
+        "keystone's bootstrap Jobs ran in its first deploy: {:#?}",
+        keystone.last_deploy
+    );
+    assert_eq!(
+        metrics
+            .get(&format!(
+                "kstack_cloud_deploy_generation{{namespace=\"{}\"}}",
+                cloud.ns.name
+            ))
+            .copied(),
+        Some(1.0)
     );
     Ok(())
 }
