@@ -1,6 +1,7 @@
 //! The executor: runs every step whose dependencies are done, in parallel (or one at a time),
 //! each wait bounded by the step's timeout; records each service's generation once it is
-//! healthy (or failed); prunes only after everything succeeded.
+//! healthy (or failed), with the steps this deploy took for it (what each did, when, how it
+//! ended); prunes only after everything succeeded.
 //!
 //! On a failure, steps that depend on the failed one (directly or not) are not started; steps
 //! that do not depend on it still run to the end, so the rest of the cloud is left converged.
@@ -18,9 +19,10 @@ use crate::cluster::{
 };
 use crate::plan::{Action, MANAGED_BY, Observed, Plan, Step, StepKind};
 use crate::release::{
-    IndexEntry, Migration, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceRecord,
-    ServiceState, index_config_map, record_config_map, service_record,
+    DeployStep, IndexEntry, Migration, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceRecord,
+    ServiceState, StepOutcome, index_config_map, record_config_map, service_record, short_reason,
 };
+use crate::rollback::millis;
 
 /// Reads what the cluster holds of kstack's objects: one list per namespaced kind (managed-by
 /// kstack), one get per desired cluster-scoped object, and the release records.
@@ -237,6 +239,14 @@ struct Ctx<'a> {
     unreachable: std::sync::atomic::AtomicBool,
     /// Service → (record written, or the one already there) as the deploy goes.
     records: std::sync::Mutex<BTreeMap<String, IndexEntry>>,
+    /// When the deploy started: step times in records count from here.
+    started: tokio::time::Instant,
+    /// Step id → when it started.
+    begun: std::sync::Mutex<BTreeMap<usize, tokio::time::Instant>>,
+    /// Jobs that had failed before and were run again (step ids).
+    rerun: std::sync::Mutex<std::collections::BTreeSet<usize>>,
+    /// Service → its finished steps, for the record it writes.
+    steps: std::sync::Mutex<BTreeMap<String, Vec<DeployStep>>>,
 }
 
 /// The pause before the first retry of a cluster call that failed with a transient error
@@ -355,16 +365,125 @@ impl Ctx<'_> {
         Ok(n)
     }
 
-    /// Records the service's generation in `state`, unless that exact record exists. The
+    /// What `step` did, for a step record: the actions on its objects (`create, change`), or
+    /// what a Job or wait step does.
+    fn action(&self, step: &Step) -> String {
+        let on_objects = || {
+            let (mut create, mut change, mut replace) = (false, false, false);
+            for &i in &step.objects {
+                let o = &self.plan.objects[i];
+                match o.action {
+                    Action::Create => create = true,
+                    Action::Change => change = true,
+                    Action::Replace => replace = true,
+                    // Drift is applied again: a change.
+                    Action::Unchanged => change |= !o.drift.is_empty(),
+                }
+            }
+            let done: Vec<&str> = [(replace, "replace"), (create, "create"), (change, "change")]
+                .into_iter()
+                .filter_map(|(did, what)| did.then_some(what))
+                .collect();
+            if done.is_empty() {
+                "unchanged".to_owned()
+            } else {
+                done.join(", ")
+            }
+        };
+        match step.kind {
+            StepKind::Job { .. }
+                if self
+                    .rerun
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&step.id) =>
+            {
+                "run again".into()
+            }
+            StepKind::Namespace | StepKind::Config | StepKind::Workload | StepKind::Job { .. } => {
+                on_objects()
+            }
+            StepKind::Healthy { .. } => "wait".into(),
+            StepKind::Contracted => "record".into(),
+        }
+    }
+
+    /// The record entry of `step`, ending now with `outcome` (and why, when it failed).
+    fn step_entry(&self, step: &Step, outcome: StepOutcome, reason: Option<&str>) -> DeployStep {
+        let now = tokio::time::Instant::now();
+        let begun = self
+            .begun
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&step.id)
+            .copied()
+            .unwrap_or(now);
+        let what = step.name();
+        DeployStep {
+            step: match &step.service {
+                Some(s) => what
+                    .strip_prefix(&format!("{s}: "))
+                    .unwrap_or(&what)
+                    .to_owned(),
+                None => what.clone(),
+            },
+            action: self.action(step),
+            started_ms: millis(begun.saturating_duration_since(self.started)),
+            duration_ms: millis(now.saturating_duration_since(begun)),
+            outcome,
+            reason: reason.map(short_reason),
+        }
+    }
+
+    /// The service's finished steps, by start time, plus `current` (the step writing the record).
+    fn steps_with(&self, service: &str, current: DeployStep) -> Vec<DeployStep> {
+        let mut steps = self
+            .steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(service)
+            .cloned()
+            .unwrap_or_default();
+        steps.push(current);
+        steps.sort_by_key(|s| s.started_ms);
+        steps
+    }
+
+    /// Runs a step, keeping its times and outcome for its service's record.
+    async fn run_timed(&self, step: &Step) -> Result<u64, StepFailure> {
+        self.begun
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(step.id, tokio::time::Instant::now());
+        let result = self.run(step).await;
+        if let Some(service) = &step.service {
+            let entry = match &result {
+                Ok(_) => self.step_entry(step, StepOutcome::Done, None),
+                Err(f) => self.step_entry(step, StepOutcome::Failed, Some(&f.reason)),
+            };
+            self.steps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(service.clone())
+                .or_default()
+                .push(entry);
+        }
+        result
+    }
+
+    /// Records the service's generation in `state`, unless that exact record exists, with the
+    /// steps the deploy took for it so far and `current`, the step recording it. The
     /// migration state is `migration`, else the one recorded for the generation.
     async fn record(
         &self,
         service: &str,
         state: ServiceState,
         migration: Option<Migration>,
+        current: DeployStep,
     ) -> Result<u64, ClusterError> {
         let history = &self.observed.history;
         let mut record = service_record(self.plan, history, service, state, &self.options.now);
+        record.steps = self.steps_with(service, current);
         let existing = history
             .services
             .get(service)
@@ -417,6 +536,10 @@ impl Ctx<'_> {
                     && let Some(Err(reason)) = crate::status::job_finished(&existing)
                 {
                     tracing::info!(job = %job, %reason, "running a failed Job again");
+                    self.rerun
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(step.id);
                     self.retry(|| self.cluster.delete(job))
                         .await
                         .map_err(cluster_err)?;
@@ -459,17 +582,24 @@ impl Ctx<'_> {
                     .get(service)
                     .filter(|m| m.contract && self.plan.has_contract_steps(service))
                     .map(|_| Migration::Expanded);
+                let current = self.step_entry(step, StepOutcome::Done, None);
                 let recorded = self
-                    .record(service, ServiceState::Healthy, migration)
+                    .record(service, ServiceState::Healthy, migration, current)
                     .await
                     .map_err(cluster_err)?;
                 Ok(writes + recorded)
             }
             StepKind::Contracted => {
                 let service = step.service.as_deref().unwrap_or_default();
-                self.record(service, ServiceState::Healthy, Some(Migration::Contracted))
-                    .await
-                    .map_err(cluster_err)
+                let current = self.step_entry(step, StepOutcome::Done, None);
+                self.record(
+                    service,
+                    ServiceState::Healthy,
+                    Some(Migration::Contracted),
+                    current,
+                )
+                .await
+                .map_err(cluster_err)
             }
         }
     }
@@ -482,6 +612,7 @@ impl Ctx<'_> {
         good: &ServiceRecord,
         failed: u64,
         step: &Step,
+        failed_step: DeployStep,
     ) -> RolledBack {
         let generation = failed + 1;
         let mut out = RolledBack {
@@ -491,15 +622,26 @@ impl Ctx<'_> {
             healthy: false,
             message: String::new(),
         };
+        let begun = tokio::time::Instant::now();
         match crate::rollback::restore(self.cluster, good, step.timeout).await {
             Ok(writes) => {
                 self.writes.fetch_add(writes, Ordering::Relaxed);
-                let record = crate::rollback::restored_record(
+                let mut record = crate::rollback::restored_record(
                     good,
                     generation,
                     self.observed.history.next_deploy_generation(),
                     &self.options.now,
                 );
+                let mut steps = self.steps_with(service, failed_step);
+                steps.push(DeployStep {
+                    step: "rollback".into(),
+                    action: format!("restore generation {}", good.generation),
+                    started_ms: millis(begun.saturating_duration_since(self.started)),
+                    duration_ms: millis(begun.elapsed()),
+                    outcome: StepOutcome::Done,
+                    reason: None,
+                });
+                record.steps = steps;
                 match self
                     .apply(&record_config_map(&self.plan.namespace, &record))
                     .await
@@ -553,9 +695,12 @@ impl Ctx<'_> {
             WaitOutcome::TimedOut => format!("timed out after {}s", step.timeout.as_secs()),
         };
         let pods = diagnose(self.cluster, &self.plan.namespace, pod_selector).await;
+        let failed_step = self.step_entry(step, StepOutcome::Failed, Some(&reason));
         if let Some(service) = &step.service {
             // Best effort: the failure itself is what the caller must see.
-            let _ = self.record(service, ServiceState::Failed, None).await;
+            let _ = self
+                .record(service, ServiceState::Failed, None, failed_step.clone())
+                .await;
         }
         let mut failure = StepFailure {
             step: step.name(),
@@ -579,7 +724,9 @@ impl Ctx<'_> {
             // The same objects as the good generation did not become healthy: nothing to
             // roll back to.
             if failed.objects != good.objects {
-                let rolled = self.roll_back(service, good, failed.generation, step).await;
+                let rolled = self
+                    .roll_back(service, good, failed.generation, step, failed_step)
+                    .await;
                 failure.rollback = Some(rolled);
             }
         }
@@ -735,6 +882,10 @@ pub async fn deploy(
         retries: AtomicU64::new(0),
         unreachable: Default::default(),
         records: Default::default(),
+        started: tokio::time::Instant::now(),
+        begun: Default::default(),
+        rerun: Default::default(),
+        steps: Default::default(),
     };
     let n = plan.steps.len();
     let mut state = vec![State::Pending; n];
@@ -751,7 +902,7 @@ pub async fn deploy(
                 state[step.id] = State::Running;
                 progress(&Event::Started { step: step.id });
                 let ctx = &ctx;
-                running.push(async move { (step.id, ctx.run(step).await) });
+                running.push(async move { (step.id, ctx.run_timed(step).await) });
             }
         }
         let Some((id, result)) = running.next().await else {

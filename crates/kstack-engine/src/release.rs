@@ -8,7 +8,8 @@
 //!   service generation: the hash of every object, the images, the state (healthy/failed), the
 //!   time, the names of the content-named ConfigMaps and Secrets it mounts (kept while the
 //!   record exists) and the manifests of its other objects, so that generation can be applied
-//!   again exactly. No Secret content is stored: Secrets are referenced by name only.
+//!   again exactly, and the steps the deploy that wrote it took for the service (what each
+//!   did, when, how it ended). No Secret content is stored: Secrets are referenced by name only.
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -95,6 +96,80 @@ pub struct ServiceRecord {
     /// Manifests of the other objects (workload, Service, claims, Jobs), as applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<Value>,
+    /// What the deploy (or rollback) that wrote this record did for the service, up to writing
+    /// it, by start time. Empty in records written before kstack kept steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<DeployStep>,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    Done,
+    Failed,
+}
+
+impl std::fmt::Display for StepOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StepOutcome::Done => "done",
+            StepOutcome::Failed => "failed",
+        })
+    }
+}
+
+/// One step a deploy took for a service, as kept in the record it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeployStep {
+    /// `config`, `job db-sync`, `workload`, `healthy`, `contracted`, `rollback`.
+    pub step: String,
+    /// What it did: to its objects, the actions among `replace`, `create` and `change`
+    /// (`create, change`), or `unchanged`; for a Job also `run again` (it had failed before;
+    /// `unchanged`: it had succeeded); `wait` (health), `record` (contract phase done),
+    /// `restore generation 3` (rollback).
+    pub action: String,
+    /// Milliseconds from the start of the deploy (the record's `time`) to the step's start.
+    pub started_ms: u64,
+    pub duration_ms: u64,
+    pub outcome: StepOutcome,
+    /// Why it failed: the first line of the failure, shortened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl DeployStep {
+    /// When it started, from the deploy's start time (RFC 3339), as RFC 3339 UTC; `None` when
+    /// that time cannot be read.
+    pub fn started_at(&self, deploy_time: &str) -> Option<String> {
+        offset_time(deploy_time, self.started_ms)
+    }
+
+    /// When it finished, as [`DeployStep::started_at`].
+    pub fn finished_at(&self, deploy_time: &str) -> Option<String> {
+        offset_time(
+            deploy_time,
+            self.started_ms.saturating_add(self.duration_ms),
+        )
+    }
+}
+
+fn offset_time(base: &str, ms: u64) -> Option<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(base).ok()?;
+    let t = t.checked_add_signed(chrono::TimeDelta::milliseconds(i64::try_from(ms).ok()?))?;
+    Some(
+        t.with_timezone(&chrono::Utc)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
+/// The first line of a failure, at most 200 characters: what a step record keeps of it.
+pub fn short_reason(reason: &str) -> String {
+    let line = reason.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_owned(),
+    }
 }
 
 impl ServiceRecord {
@@ -389,6 +464,7 @@ pub fn service_record(
         rollback_of: None,
         config_refs,
         manifests,
+        steps: Vec::new(),
     }
 }
 
@@ -408,5 +484,81 @@ pub fn collect_images(v: &Value, out: &mut BTreeSet<String>) {
         }
         Value::Array(a) => a.iter().for_each(|x| collect_images(x, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as kstack wrote it before it kept steps.
+    const OLD_RECORD: &str = r#"{
+      "service": "keystone", "generation": 2, "deploy_generation": 3,
+      "time": "2026-11-01T10:00:00Z", "state": "healthy", "config_hash": "abc",
+      "objects": {"Deployment/keystone": "h1"}, "images": ["kolla/keystone:2025.1"],
+      "release": "2025.1", "config_refs": []
+    }"#;
+
+    #[test]
+    fn a_record_without_steps_still_reads_and_is_written_without_them() {
+        let cm = json!({
+            "metadata": {"name": "kstack-release-keystone-2", "labels": {RELEASE_LABEL: "service"}},
+            "data": {"record.json": OLD_RECORD},
+        });
+        let h = ReleaseHistory::from_config_maps([&cm]).unwrap();
+        let r = h.latest("keystone").unwrap();
+        assert_eq!(r.generation, 2);
+        assert!(r.steps.is_empty());
+        let written = record_config_map("openstack", r);
+        assert!(
+            !written["data"]["record.json"]
+                .as_str()
+                .unwrap()
+                .contains("steps"),
+            "{written}"
+        );
+    }
+
+    #[test]
+    fn steps_round_trip_and_give_their_times() {
+        let step = DeployStep {
+            step: "job db-sync".into(),
+            action: "create".into(),
+            started_ms: 61_500,
+            duration_ms: 2_000,
+            outcome: StepOutcome::Failed,
+            reason: Some(short_reason(
+                "BackoffLimitExceeded: Job has reached the limit\nmore",
+            )),
+        };
+        assert_eq!(
+            step.reason.as_deref(),
+            Some("BackoffLimitExceeded: Job has reached the limit")
+        );
+        let mut r: ServiceRecord = serde_json::from_str(OLD_RECORD).unwrap();
+        r.steps = vec![step.clone()];
+        let cm = record_config_map("openstack", &r);
+        let back = ReleaseHistory::from_config_maps([&cm]).unwrap();
+        assert_eq!(
+            back.latest("keystone").unwrap().steps,
+            std::slice::from_ref(&step)
+        );
+        assert_eq!(
+            step.started_at("2026-11-01T10:00:00Z").as_deref(),
+            Some("2026-11-01T10:01:01Z")
+        );
+        assert_eq!(
+            step.finished_at("2026-11-01T11:00:00+01:00").as_deref(),
+            Some("2026-11-01T10:01:03Z")
+        );
+        assert_eq!(step.started_at("not a time"), None);
+    }
+
+    #[test]
+    fn a_long_reason_is_shortened_on_a_character_boundary() {
+        let long = "é".repeat(300);
+        let s = short_reason(&long);
+        assert_eq!(s.chars().count(), 203);
+        assert!(s.ends_with("..."));
     }
 }

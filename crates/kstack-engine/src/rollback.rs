@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::cluster::{Cluster, Condition, ObjectRef, WaitOutcome};
 use crate::execute::{DEFAULT_OUTAGE, retry};
 use crate::release::{
-    IndexEntry, Migration, ReleaseHistory, ServiceRecord, ServiceState, WORKLOAD_KINDS,
-    index_config_map, record_config_map,
+    DeployStep, IndexEntry, Migration, ReleaseHistory, ServiceRecord, ServiceState, StepOutcome,
+    WORKLOAD_KINDS, index_config_map, record_config_map, short_reason,
 };
 
 /// Kinds a rollback does not re-apply: Jobs ran already (and are immutable), claims hold data.
@@ -137,6 +137,11 @@ async fn unstick(cluster: &dyn Cluster, sts: &serde_json::Value) -> Result<u64, 
     Ok(deleted)
 }
 
+/// A duration in whole milliseconds, as step records keep it.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The record of `restored` re-applied as generation `generation`.
 pub fn restored_record(
     restored: &ServiceRecord,
@@ -151,6 +156,7 @@ pub fn restored_record(
         state: ServiceState::Healthy,
         rollback_of: Some(restored.generation),
         migration: None,
+        steps: Vec::new(),
         ..restored.clone()
     }
 }
@@ -333,7 +339,21 @@ pub async fn rollback(
 ) -> Result<RollbackReport, crate::cluster::ClusterError> {
     let deploy_generation = history.next_deploy_generation();
     let mut record = restored_record(&plan.target, plan.generation, deploy_generation, now);
-    let (healthy, message, mut writes) = match restore(cluster, &plan.target, timeout).await {
+    let started = tokio::time::Instant::now();
+    let restored = restore(cluster, &plan.target, timeout).await;
+    record.steps = vec![DeployStep {
+        step: "rollback".into(),
+        action: format!("restore generation {}", plan.target.generation),
+        started_ms: 0,
+        duration_ms: millis(started.elapsed()),
+        outcome: if restored.is_ok() {
+            StepOutcome::Done
+        } else {
+            StepOutcome::Failed
+        },
+        reason: restored.as_ref().err().map(|why| short_reason(why)),
+    }];
+    let (healthy, message, mut writes) = match restored {
         Ok(w) => (
             true,
             format!(

@@ -29,6 +29,15 @@ pub enum Health {
 }
 
 impl Health {
+    /// Every state, in the order of the enum.
+    pub const ALL: [Health; 5] = [
+        Health::Healthy,
+        Health::Progressing,
+        Health::Failed,
+        Health::Missing,
+        Health::Removed,
+    ];
+
     /// The word shown, also the CSS class.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,6 +63,25 @@ pub struct Generation {
     pub images: Vec<String>,
 }
 
+/// One step a deploy took for a service (kept in the release record it wrote).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeployStep {
+    /// `config`, `job db-sync`, `workload`, `healthy`, `rollback`, ...
+    pub step: String,
+    /// What it did: `create`, `change`, `unchanged`, `run again`, `wait`,
+    /// `restore generation 3`, ...
+    pub action: String,
+    /// RFC 3339, UTC; empty when unknown.
+    pub started: String,
+    /// RFC 3339, UTC; empty when unknown.
+    pub finished: String,
+    pub duration_ms: u64,
+    /// `done` or `failed`.
+    pub outcome: String,
+    /// Why it failed, one line.
+    pub reason: Option<String>,
+}
+
 /// One service of the cloud.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Service {
@@ -71,6 +99,9 @@ pub struct Service {
     pub depends_on: Vec<String>,
     /// Newest first.
     pub history: Vec<Generation>,
+    /// The steps of the deploy (or rollback) that wrote the newest generation in `history`,
+    /// by start time; empty when its record holds none.
+    pub last_deploy: Vec<DeployStep>,
 }
 
 /// The whole cloud at one moment.
@@ -257,6 +288,7 @@ mod tests {
             reason: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             history: vec![],
+            last_deploy: vec![],
         }
     }
 

@@ -8,7 +8,14 @@
 //!   `failed`), from writes, joins and audits;
 //! - `kstack_inventory_hosts{sync_state}`: hosts by sync state, and
 //!   `kstack_inventory_host_sync_state{hostname, sync_state}` (1 for each host's current state),
-//!   both read from the database when scraped.
+//!   both read from the database when scraped;
+//! - from the cloud's release records and workloads ([`crate::cloud::CloudStatus`], read when
+//!   scraped): `kstack_service_health{service, state}` (one series per state of
+//!   [`Health`], 1 for the current one), `kstack_service_generation{service}`,
+//!   `kstack_service_ready_replicas{service}`, `kstack_service_desired_replicas{service}`,
+//!   `kstack_cloud_deploy_generation{namespace}` and `kstack_cloud_status_problem{namespace}`
+//!   (1 while the snapshot may be incomplete). Services and their names only: nothing from
+//!   passwords.yml is in a record.
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -22,6 +29,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::AppState;
+use crate::cloud::{Health, Snapshot};
 use crate::error::Error;
 use crate::model::SyncState;
 
@@ -54,6 +62,109 @@ struct HostLabels {
     sync_state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceLabels {
+    service: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceStateLabels {
+    service: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabels {
+    namespace: String,
+}
+
+/// The per-service gauges, rebuilt from a snapshot at each scrape.
+#[derive(Default)]
+struct CloudGauges {
+    health: Family<ServiceStateLabels, Gauge>,
+    generation: Family<ServiceLabels, Gauge>,
+    ready: Family<ServiceLabels, Gauge>,
+    desired: Family<ServiceLabels, Gauge>,
+    deploy_generation: Family<NamespaceLabels, Gauge>,
+    problem: Family<NamespaceLabels, Gauge>,
+}
+
+impl CloudGauges {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kstack_service_health",
+            "1 for the current health of each service of the cloud (healthy, progressing, failed, missing, removed), 0 for the others",
+            self.health.clone(),
+        );
+        registry.register(
+            "kstack_service_generation",
+            "The service's current generation in the release index",
+            self.generation.clone(),
+        );
+        registry.register(
+            "kstack_service_ready_replicas",
+            "Ready pods of the service's workload",
+            self.ready.clone(),
+        );
+        registry.register(
+            "kstack_service_desired_replicas",
+            "Pods the service's workload wants",
+            self.desired.clone(),
+        );
+        registry.register(
+            "kstack_cloud_deploy_generation",
+            "The last deploy generation recorded in the cloud's release index",
+            self.deploy_generation.clone(),
+        );
+        registry.register(
+            "kstack_cloud_status_problem",
+            "1 while the cloud's status may be incomplete (the API server cannot be reached, a release record cannot be read), else 0",
+            self.problem.clone(),
+        );
+    }
+
+    /// Replaces every series with the snapshot's.
+    fn set(&self, cloud: &Snapshot) {
+        self.health.clear();
+        self.generation.clear();
+        self.ready.clear();
+        self.desired.clear();
+        self.deploy_generation.clear();
+        self.problem.clear();
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for s in &cloud.services {
+            let service = || ServiceLabels {
+                service: s.name.clone(),
+            };
+            for h in Health::ALL {
+                self.health
+                    .get_or_create(&ServiceStateLabels {
+                        service: s.name.clone(),
+                        state: h.as_str().to_owned(),
+                    })
+                    .set(i64::from(h == s.health));
+            }
+            if let Some(g) = s.generation {
+                self.generation.get_or_create(&service()).set(int(g));
+            }
+            self.ready.get_or_create(&service()).set(s.ready);
+            self.desired.get_or_create(&service()).set(s.desired);
+        }
+        // No namespace: no cloud is watched, and there is nothing to say about one.
+        if !cloud.namespace.is_empty() {
+            let ns = NamespaceLabels {
+                namespace: cloud.namespace.clone(),
+            };
+            if let Some(g) = cloud.deploy_generation {
+                self.deploy_generation.get_or_create(&ns).set(int(g));
+            }
+            self.problem
+                .get_or_create(&ns)
+                .set(i64::from(cloud.problem.is_some()));
+        }
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 1 ms to about 16 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -67,7 +178,8 @@ pub struct Metrics {
     syncs: Family<OutcomeLabels, Counter>,
     hosts: Family<StateLabels, Gauge>,
     host_state: Family<HostLabels, Gauge>,
-    /// One scrape at a time rebuilds the host gauges.
+    cloud: CloudGauges,
+    /// One scrape at a time rebuilds the host and cloud gauges.
     scrape: tokio::sync::Mutex<()>,
 }
 
@@ -113,8 +225,11 @@ impl Default for Metrics {
             "1 for the current sync state of each host's node",
             host_state.clone(),
         );
+        let cloud = CloudGauges::default();
+        cloud.register(&mut registry);
         Metrics {
             registry,
+            cloud,
             requests,
             latency,
             syncs,
@@ -135,10 +250,13 @@ impl Metrics {
             .inc();
     }
 
-    /// The OpenMetrics text, with the host gauges read from `state`'s database now.
+    /// The OpenMetrics text, with the host gauges read from `state`'s database now and the
+    /// service gauges from its cloud's current snapshot.
     pub async fn render(&self, state: &AppState) -> Result<String, Error> {
         let _one = self.scrape.lock().await;
-        let hosts = state.store.list_hosts().await?;
+        let (hosts, cloud) = tokio::join!(state.store.list_hosts(), state.cloud.snapshot());
+        let hosts = hosts?;
+        self.cloud.set(&cloud);
         self.hosts.clear();
         self.host_state.clear();
         for s in [SyncState::Pending, SyncState::Synced, SyncState::Failed] {

@@ -382,6 +382,7 @@ fn render_cloud(b: &mut String, cloud: &Snapshot) {
             desired = s.desired,
             g = s.generation.map(|g| g.to_string()).unwrap_or("-".into()),
         );
+        render_last_deploy(b, s);
         if s.history.is_empty() {
             b.push_str("none recorded");
         } else {
@@ -413,6 +414,81 @@ fn render_cloud(b: &mut String, cloud: &Snapshot) {
         b.push_str("</td></tr>");
     }
     b.push_str("</tbody></table></section>");
+}
+
+/// The steps of the deploy that wrote the service's newest generation: a folded table of
+/// step, action, start (UTC, the full time on hover), duration and outcome.
+fn render_last_deploy(b: &mut String, s: &crate::cloud::Service) {
+    if s.last_deploy.is_empty() {
+        return;
+    }
+    let failed = s
+        .last_deploy
+        .iter()
+        .filter(|st| st.outcome != "done")
+        .count();
+    let _ = write!(
+        b,
+        "<details id=\"steps-{n}\" class=\"steps\"><summary>last deploy{d}: {c} step{p}{f}</summary>\
+         <table class=\"steps\"><tr><th>step</th><th>action</th><th>started</th><th>took</th><th>outcome</th></tr>",
+        n = esc(&s.name),
+        d = s
+            .history
+            .first()
+            .map(|g| format!(" (deploy {})", g.deploy_generation))
+            .unwrap_or_default(),
+        c = s.last_deploy.len(),
+        p = if s.last_deploy.len() == 1 { "" } else { "s" },
+        f = if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        },
+    );
+    for st in &s.last_deploy {
+        let _ = write!(
+            b,
+            "<tr class=\"{c}\" data-outcome=\"{o}\"><td>{n}</td><td>{a}</td><td>{t}</td><td>{d}</td><td>{o}{r}</td></tr>",
+            c = if st.outcome == "done" { "ok" } else { "bad" },
+            o = esc(&st.outcome),
+            n = esc(&st.step),
+            a = esc(&st.action),
+            t = if st.started.is_empty() {
+                "-".to_owned()
+            } else {
+                format!(
+                    "<time datetime=\"{full}\" title=\"{full}\">{short}</time>",
+                    full = esc(&st.started),
+                    short = esc(clock(&st.started)),
+                )
+            },
+            d = duration(st.duration_ms),
+            r = st
+                .reason
+                .as_deref()
+                .map(|r| format!("<br><small>{}</small>", esc(r)))
+                .unwrap_or_default(),
+        );
+    }
+    b.push_str("</table></details>");
+}
+
+/// The time of day of an RFC 3339 time (`2026-11-25T20:02:01Z` → `20:02:01`), or all of it
+/// when it is not in that form.
+fn clock(t: &str) -> &str {
+    t.get(11..19)
+        .filter(|c| c.len() == 8 && c.as_bytes()[2] == b':' && c.as_bytes()[5] == b':')
+        .unwrap_or(t)
+}
+
+/// `0.4 s`, `12.0 s`, `3 min 4 s`.
+fn duration(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{}.{} s", ms / 1000, ms % 1000 / 100)
+    } else {
+        let s = ms / 1000;
+        format!("{} min {} s", s / 60, s % 60)
+    }
 }
 
 /// The dependency graph as SVG: one column per topological level, an arrow from each
@@ -543,6 +619,17 @@ pub(crate) fn may_view(role: Role) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_and_clock_times_read_plainly() {
+        assert_eq!(duration(0), "0.0 s");
+        assert_eq!(duration(1500), "1.5 s");
+        assert_eq!(duration(59_999), "59.9 s");
+        assert_eq!(duration(184_000), "3 min 4 s");
+        assert_eq!(clock("2026-11-25T20:02:01Z"), "20:02:01");
+        assert_eq!(clock("2026-11-25"), "2026-11-25");
+        assert_eq!(clock("ééééééééééééééééééé"), "ééééééééééééééééééé");
+    }
 
     #[test]
     fn escapes_markup() {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstack_inventory::cloud::{FakeCloudStatus, Generation, Health, Service, Snapshot};
+use kstack_inventory::cloud::{DeployStep, FakeCloudStatus, Generation, Health, Service, Snapshot};
 use kstack_inventory::{RecordingSync, Role, Tokens, router};
 
 const ADMIN: &str = "admin-token-0123456789abcdef0123456789";
@@ -79,6 +79,7 @@ fn default_cloud() -> Snapshot {
                     images: vec![format!("kstack.local/kolla/{name}:2025.1-debian-bookworm")],
                 },
             ],
+            last_deploy: deploy_steps(),
         })
         .collect();
     services.sort_by(|a, b| a.name.cmp(&b.name));
@@ -88,6 +89,49 @@ fn default_cloud() -> Snapshot {
         services,
         problem: None,
     }
+}
+
+/// What a deploy of a service did, as the release record keeps it.
+fn deploy_steps() -> Vec<DeployStep> {
+    let step = |step: &str, action: &str, started: &str, finished: &str, ms: u64| DeployStep {
+        step: step.into(),
+        action: action.into(),
+        started: started.into(),
+        finished: finished.into(),
+        duration_ms: ms,
+        outcome: "done".into(),
+        reason: None,
+    };
+    vec![
+        step(
+            "config",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:00Z",
+            300,
+        ),
+        step(
+            "job db-sync",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:12Z",
+            12_400,
+        ),
+        step(
+            "workload",
+            "change",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:00:12Z",
+            200,
+        ),
+        step(
+            "healthy",
+            "wait",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:01:40Z",
+            88_000,
+        ),
+    ]
 }
 
 fn artifacts() -> PathBuf {
@@ -248,6 +292,9 @@ async fn a_failing_service_turns_red_in_the_browser() {
         s.health = Health::Failed;
         s.ready = 1;
         s.reason = Some("keystone-7d9f: readiness probe failed: HTTP 503".into());
+        let healthy = s.last_deploy.last_mut().unwrap();
+        healthy.outcome = "failed".into();
+        healthy.reason = Some("timed out after 300s".into());
     });
     let red = browser
         .wait_for(
@@ -280,6 +327,22 @@ async fn a_failing_service_turns_red_in_the_browser() {
         .await
         .unwrap();
     assert_eq!(color, "rgb(198, 40, 40)", "keystone's box is not red");
+    // Its last deploy's steps, unfolded, show the failed health step in red.
+    let failed_step = browser
+        .eval(
+            "(() => { const d = document.getElementById('steps-keystone'); d.open = true; \
+             const row = d.querySelector('tr.bad'); \
+             return [row.cells[0].textContent, row.cells[4].textContent, \
+                     getComputedStyle(row.cells[0]).color, row.offsetHeight > 0].join('|'); })()",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        failed_step,
+        serde_json::json!("healthy|failedtimed out after 300s|rgb(183, 28, 28)|true"),
+        "{}",
+        browser.dom().await
+    );
 
     // 3. A host registered now appears too (the store's change notification).
     add_host(9, "compute", false).await;

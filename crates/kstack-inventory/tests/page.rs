@@ -11,7 +11,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::StreamExt;
-use kstack_inventory::cloud::{FakeCloudStatus, Generation, Health, Service, Snapshot};
+use kstack_inventory::cloud::{DeployStep, FakeCloudStatus, Generation, Health, Service, Snapshot};
 use kstack_inventory::{RecordingSync, Role, Tokens, router};
 use serde_json::json;
 use tower::ServiceExt;
@@ -52,7 +52,51 @@ fn service(name: &str, deps: &[&str], health: Health) -> Service {
                 images: vec![format!("registry.local/kolla/{name}:2024.2")],
             },
         ],
+        last_deploy: deploy_steps(),
     }
+}
+
+/// What a deploy of a service did, as the release record keeps it.
+fn deploy_steps() -> Vec<DeployStep> {
+    let step = |step: &str, action: &str, started: &str, finished: &str, ms: u64| DeployStep {
+        step: step.into(),
+        action: action.into(),
+        started: started.into(),
+        finished: finished.into(),
+        duration_ms: ms,
+        outcome: "done".into(),
+        reason: None,
+    };
+    vec![
+        step(
+            "config",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:00Z",
+            300,
+        ),
+        step(
+            "job db-sync",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:12Z",
+            12_400,
+        ),
+        step(
+            "workload",
+            "change",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:00:12Z",
+            200,
+        ),
+        step(
+            "healthy",
+            "wait",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:01:40Z",
+            88_000,
+        ),
+    ]
 }
 
 fn cloud() -> Snapshot {
@@ -264,6 +308,57 @@ async fn reader_sees_hosts_services_history_and_graph() {
             live.body
         );
         assert!(live.body.contains("host-compute-7"));
+    }
+}
+
+#[tokio::test]
+async fn each_service_shows_the_steps_of_its_last_deploy() {
+    for env in envs().await {
+        env.cloud.update("keystone", |s| {
+            s.health = Health::Failed;
+            let healthy = s.last_deploy.last_mut().unwrap();
+            healthy.outcome = "failed".into();
+            healthy.reason = Some("timed out after 60s <b>".into());
+        });
+        env.cloud.update("mariadb", |s| s.last_deploy.clear());
+        let a = send(&env.app, get("/status", Some(READER), None)).await;
+        assert_eq!(a.status, StatusCode::OK, "{}: {}", env.name, a.body);
+        let b = &a.body;
+        // Glance: four steps of deploy 5, each with its action, start, duration and outcome.
+        assert!(
+            b.contains(
+                r#"<details id="steps-glance" class="steps"><summary>last deploy (deploy 5): 4 steps</summary>"#
+            ),
+            "{}: {b}",
+            env.name
+        );
+        assert!(
+            b.contains(
+                r#"<tr class="ok" data-outcome="done"><td>job db-sync</td><td>create</td><td><time datetime="2026-11-25T20:00:00Z" title="2026-11-25T20:00:00Z">20:00:00</time></td><td>12.4 s</td><td>done</td></tr>"#
+            ),
+            "{b}"
+        );
+        assert!(
+            b.contains(r#"<td>healthy</td><td>wait</td><td><time datetime="2026-11-25T20:00:12Z" title="2026-11-25T20:00:12Z">20:00:12</time></td><td>1 min 28 s</td>"#),
+            "{b}"
+        );
+        // Keystone's health step failed: said in the summary and the row, with the reason
+        // escaped.
+        assert!(
+            b.contains("<summary>last deploy (deploy 5): 4 steps, 1 failed</summary>"),
+            "{b}"
+        );
+        assert!(
+            b.contains(r#"<tr class="bad" data-outcome="failed"><td>healthy</td>"#),
+            "{b}"
+        );
+        assert!(
+            b.contains("failed<br><small>timed out after 60s &lt;b&gt;</small>"),
+            "{b}"
+        );
+        // A record without steps (written before kstack kept them) shows none.
+        assert!(!b.contains(r#"id="steps-mariadb""#), "{b}");
+        assert_eq!(b.matches("<details id=\"steps-").count(), 2, "{b}");
     }
 }
 

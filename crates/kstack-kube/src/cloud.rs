@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kstack_engine::release::{ReleaseHistory, ServiceState, WORKLOAD_KINDS};
 use kstack_engine::status::{replica_counts, rollout_complete};
-use kstack_inventory::cloud::{Generation, Health, Service, Snapshot};
+use kstack_inventory::cloud::{DeployStep, Generation, Health, Service, Snapshot};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -124,6 +124,23 @@ pub fn snapshot(
                 images: r.images.clone(),
             })
             .collect();
+        // What the deploy that wrote the newest record did (times from the record's start).
+        let last_deploy = latest
+            .map(|r| {
+                r.steps
+                    .iter()
+                    .map(|st| DeployStep {
+                        step: st.step.clone(),
+                        action: st.action.clone(),
+                        started: st.started_at(&r.time).unwrap_or_default(),
+                        finished: st.finished_at(&r.time).unwrap_or_default(),
+                        duration_ms: st.duration_ms,
+                        outcome: st.outcome.to_string(),
+                        reason: st.reason.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let depends_on = deps.get(name).cloned().unwrap_or_default();
         services.push(Service {
             name: name.clone(),
@@ -135,6 +152,7 @@ pub fn snapshot(
             reason,
             depends_on,
             history,
+            last_deploy,
         });
     }
     // A dependency is kept only when that service is shown.
@@ -387,7 +405,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use kstack_engine::release::{
-        IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
+        DeployStep as RecordedStep, IndexEntry, ReleaseIndex, ServiceRecord, ServiceState,
+        StepOutcome, index_config_map, record_config_map,
     };
     use serde_json::{Value, json};
 
@@ -408,6 +427,30 @@ mod tests {
             rollback_of: None,
             config_refs: vec![],
             manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
+            // What the deploy of each generation did: its config, then a wait that ended
+            // as the generation is recorded.
+            steps: vec![
+                RecordedStep {
+                    step: "config".into(),
+                    action: format!("g{generation} create"),
+                    started_ms: 0,
+                    duration_ms: 1500,
+                    outcome: StepOutcome::Done,
+                    reason: None,
+                },
+                RecordedStep {
+                    step: "healthy".into(),
+                    action: "wait".into(),
+                    started_ms: 1500,
+                    duration_ms: 61_000,
+                    outcome: if state == ServiceState::Failed {
+                        StepOutcome::Failed
+                    } else {
+                        StepOutcome::Done
+                    },
+                    reason: (state == ServiceState::Failed).then(|| "timed out after 60s".into()),
+                },
+            ],
         }
     }
 
@@ -540,6 +583,35 @@ mod tests {
         );
         assert_eq!(k.history[0].images, ["kolla/keystone:g2"]);
         assert_eq!(k.history[0].deploy_generation, 12);
+        // The last deploy's steps are the newest record's, with times from its start.
+        assert_eq!(
+            k.last_deploy,
+            [
+                DeployStep {
+                    step: "config".into(),
+                    action: "g2 create".into(),
+                    started: "2026-11-25T20:02:00Z".into(),
+                    finished: "2026-11-25T20:02:01Z".into(),
+                    duration_ms: 1500,
+                    outcome: "done".into(),
+                    reason: None,
+                },
+                DeployStep {
+                    step: "healthy".into(),
+                    action: "wait".into(),
+                    started: "2026-11-25T20:02:01Z".into(),
+                    finished: "2026-11-25T20:03:02Z".into(),
+                    duration_ms: 61_000,
+                    outcome: "done".into(),
+                    reason: None,
+                },
+            ]
+        );
+        let g = &by["glance"].last_deploy[1];
+        assert_eq!(
+            (g.outcome.as_str(), g.reason.as_deref()),
+            ("failed", Some("timed out after 60s"))
+        );
         assert_eq!(by["glance"].health, Health::Failed);
         assert_eq!(
             by["glance"].reason.as_deref(),
