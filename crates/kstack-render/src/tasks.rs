@@ -205,15 +205,17 @@ pub fn task_spec(
             // Present but empty: the image's extend_start runs its bootstrap branch, exits 0.
             env.insert("KOLLA_BOOTSTRAP".into(), String::new());
             env.extend(bootstrap_literal_env(config, target, service));
+            let secret_env = bootstrap_secret_env(service);
             Ok(TaskSpec {
                 service: name.to_owned(),
                 task: t.name.clone(),
                 container: c.name.clone(),
                 image: g.image_ref(&service.project, &c.image),
                 user: c.user.clone(),
-                args: None,
+                args: (!secret_env.is_empty())
+                    .then(|| redacted_kolla_start(secret_env.keys().map(String::as_str))),
                 env,
-                secret_env: bootstrap_secret_env(service),
+                secret_env,
                 files: container_files(name, &c.name),
                 files_of: FilesOf::Container {
                     service: name.to_owned(),
@@ -526,6 +528,37 @@ fn generated(
         files_of: FilesOf::Task,
         data_of: None,
     }
+}
+
+/// Replaces each value of the env variables named on its command line by `***` in every line
+/// it passes from stdin to stdout (Python: every Kolla image has it; no single quote inside).
+const REDACT_FILTER: &str = "import os, sys
+values = sorted({os.environ[k].encode() for k in sys.argv[1:] if os.environ.get(k)}, key=len, reverse=True)
+for line in sys.stdin.buffer:
+    for v in values:
+        line = line.replace(v, b\"***\")
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+";
+
+/// The command of a Kolla bootstrap that has passwords in its env. Kolla's start script
+/// traces every command it runs (`set -o xtrace`), and some images' bootstrap puts a password
+/// on a command line (heat's `openstack user create --password`, mariadb's
+/// `mysql --password=`, rabbitmq's `echo` of the Erlang cookie): the trace would carry it into
+/// the container's log, where `kubectl logs`, `docker logs` and central logging keep it.
+/// `kolla_start` runs as ever, with its output (stderr too) through [`REDACT_FILTER`] for the
+/// values of `env_names`, inside the container, before anything reaches the log; its exit
+/// status is the task's.
+pub fn redacted_kolla_start<'a>(env_names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let names: Vec<String> = env_names.map(shell_word).collect();
+    vec![
+        "bash".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "set -o pipefail; kolla_start 2>&1 | python3 -u -c '{REDACT_FILTER}' {}",
+            names.join(" ")
+        ),
+    ]
 }
 
 /// Env from passwords.yml the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).

@@ -893,12 +893,14 @@ fn libvirtd_gets_the_sasl_user_nova_compute_logs_in_as() {
         .unwrap()
         .to_owned();
     let files = render_files(&config, Target::Kubernetes).unwrap();
-    // libvirtd takes SASL logins over TCP (other hosts, as `nova`); nova-compute beside it
-    // uses its UNIX socket: SCRAM gives no security layer, and libvirtd offers no mechanism
-    // without one on plain TCP ("no SASL mechanisms are available" on the real node).
+    // libvirtd takes only SASL logins for writing: over TCP (other hosts, as `nova`), and on
+    // its UNIX socket, which nova-compute beside it uses (SCRAM gives no security layer, and
+    // libvirtd offers no mechanism without one on plain TCP: "no SASL mechanisms are
+    // available" on the real node). Reading (`virsh -r`) needs no login.
     let libvirtd = file(&files, "nova-libvirt", "libvirtd.conf");
     assert!(libvirtd.contains("auth_tcp = \"sasl\""), "{libvirtd}");
-    assert!(libvirtd.contains("auth_unix_rw = \"none\""), "{libvirtd}");
+    assert!(libvirtd.contains("auth_unix_rw = \"sasl\""), "{libvirtd}");
+    assert!(libvirtd.contains("auth_unix_ro = \"none\""), "{libvirtd}");
     let nova = file(&files, "nova-compute", "nova.conf");
     assert_eq!(
         ini_value(nova, "libvirt", "connection_uri").as_deref(),
@@ -1190,4 +1192,92 @@ fn public_endpoints_follow_the_external_fqdn_and_debug_follows_the_logging_setti
         "{}",
         register.content
     );
+}
+
+/// Every Kolla bootstrap with a password in its env (mariadb, rabbitmq, heat) runs
+/// `kolla_start` through the filter that hides those values: Kolla's start script traces each
+/// command, and heat's bootstrap passes the domain admin's password on `openstack user
+/// create`'s command line (found in the central log store on the real node).
+#[test]
+fn bootstraps_with_passwords_in_their_env_hide_them_from_the_log() {
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let mut seen = BTreeSet::new();
+    for (name, s) in &config.catalog.services {
+        if !config.enabled.contains(name) {
+            continue;
+        }
+        for t in &s.bootstrap {
+            let spec = tasks::task_spec(&config, Target::Kubernetes, &files, name, s, t).unwrap();
+            if !matches!(
+                t.task,
+                kstack_model::catalog::BootstrapKind::KollaBootstrap { .. }
+            ) || spec.secret_env.is_empty()
+            {
+                continue;
+            }
+            let args = spec.args.clone().expect("a command that filters");
+            let script = &args[2];
+            assert!(
+                script.starts_with("set -o pipefail; kolla_start 2>&1 | python3"),
+                "{script}"
+            );
+            let names: Vec<&str> = spec.secret_env.keys().map(String::as_str).collect();
+            assert!(
+                script.ends_with(&format!(" {}", names.join(" "))),
+                "{name}/{}: not every password env is filtered: {script}",
+                t.name
+            );
+            seen.insert(name.clone());
+        }
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from(["heat-api", "mariadb", "rabbitmq"].map(String::from))
+    );
+}
+
+/// The filter itself, run as the Job runs it: a `kolla_start` that traces a command line with
+/// the password (as Kolla's does) and fails; the log gets `***`, and the Job fails with it.
+#[test]
+fn the_bootstrap_filter_hides_the_values_and_keeps_the_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("kolla_start");
+    std::fs::write(
+        &fake,
+        "#!/bin/bash\nset -o xtrace\necho openstack user create --password \"$HEAT_DOMAIN_ADMIN_PASSWORD\"\necho \"cookie $RABBITMQ_CLUSTER_COOKIE done\" >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = tasks::redacted_kolla_start(
+        [
+            "HEAT_DOMAIN_ADMIN_PASSWORD",
+            "RABBITMQ_CLUSTER_COOKIE",
+            "UNSET_ONE",
+        ]
+        .into_iter(),
+    );
+    let out = std::process::Command::new(&args[0])
+        .args(&args[1..])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                dir.path().display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .env("HEAT_DOMAIN_ADMIN_PASSWORD", "s3cr3tPassw0rdValue")
+        .env("RABBITMQ_CLUSTER_COOKIE", "C00kieValueXYZ")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    assert!(!log.contains("s3cr3tPassw0rdValue"), "{log}");
+    assert!(!log.contains("C00kieValueXYZ"), "{log}");
+    assert!(
+        log.contains("+ echo openstack user create --password ***"),
+        "{log}"
+    );
+    assert!(log.contains("cookie *** done"), "{log}");
 }
