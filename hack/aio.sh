@@ -44,6 +44,8 @@ nova_compute_virt_type: qemu
 ovs_datapath: netdev
 qemu_max_files: 0
 qemu_max_processes: 0
+# Every container's log in one store as well (query it at victoria-logs:9428/select/vmui).
+enable_central_logging: "yes"
 G
 fi
 "$KSTACK" genpwd

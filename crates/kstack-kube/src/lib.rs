@@ -10,7 +10,7 @@ pub mod nodes;
 pub mod services;
 
 pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
-pub use logs::{LogLine, LogSelection, PodLog, log_lines, pod_logs};
+pub use logs::{LogLine, LogSelection, PodLog, StoredLine, log_lines, pod_logs, stored_lines};
 pub use services::service_addresses;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -30,6 +30,8 @@ pub enum Error {
     Api(#[from] kube::Error),
     #[error("node {0} does not exist")]
     NodeNotFound(String),
+    #[error("central log store: {0}")]
+    Store(String),
 }
 
 /// A client from an explicit kubeconfig path, else like kubectl: `KUBECONFIG`, `~/.kube/config`,

@@ -272,3 +272,207 @@ async fn follow_lines(
     });
     Ok((n, rx.boxed()))
 }
+
+/// One line of the central log store (central logging's VictoriaLogs) that a container of the
+/// cloud wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLine {
+    /// When the kubelet wrote it (RFC 3339).
+    pub time: String,
+    pub pod: String,
+    pub container: String,
+    /// As the container wrote it.
+    pub line: String,
+}
+
+/// The store's Service and port (the catalog's `victoria-logs`).
+const STORE: &str = "victoria-logs:9428";
+
+/// The LogsQL query for the lines of the running pods of `service` in `namespace` (not its
+/// Jobs' pods), newest `limit` first: the collector keeps each line's file,
+/// `/var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log`, and a service's pods are named
+/// `<service>-<hash>-<id>` (Deployment), `<service>-<n>` (StatefulSet) or `<service>-<id>`
+/// (DaemonSet), so `heat-api` does not match `heat-api-cfn`'s pods.
+pub fn store_query(
+    namespace: &str,
+    service: &str,
+    since_seconds: Option<i64>,
+    limit: i64,
+) -> String {
+    let pods = format!(
+        "^/var/log/pods/{}_{}-([a-z0-9]+-[a-z0-9]{{5}}|[0-9]+|[a-z0-9]{{5}})_",
+        regex_quote(namespace),
+        regex_quote(service)
+    );
+    let since = since_seconds
+        .map(|s| format!(" _time:{s}s"))
+        .unwrap_or_default();
+    format!(
+        "file:~{}{since} | sort by (_time) desc | limit {limit}",
+        serde_json::Value::from(pods)
+    )
+}
+
+/// `s` with the characters a regular expression gives a meaning escaped.
+fn regex_quote(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// A line as the kubelet writes it, `<time> <stream> <P|F> <line>`, taken apart; `None` for
+/// anything else.
+fn cri_line(raw: &str) -> Option<(&str, &str)> {
+    let mut parts = raw.splitn(4, ' ');
+    let time = parts.next()?;
+    let stream = parts.next()?;
+    let tag = parts.next()?;
+    let line = parts.next().unwrap_or("");
+    ((stream == "stdout" || stream == "stderr") && (tag == "F" || tag == "P"))
+        .then_some((time, line))
+}
+
+/// The pod and container of a pod log file path.
+fn pod_and_container(file: &str) -> Option<(String, String)> {
+    let rest = file.strip_prefix("/var/log/pods/")?;
+    let mut it = rest.split('/');
+    let dir = it.next()?;
+    let container = it.next()?;
+    // <namespace>_<pod>_<uid>: namespaces and pods have no `_`.
+    let pod = dir.split('_').nth(1)?;
+    Some((pod.to_owned(), container.to_owned()))
+}
+
+/// The newest `limit` lines of the running pods of `service` (pods gone long ago included) in
+/// the central log store of `namespace`, oldest first, read through the API server's proxy to
+/// the store's Service: no port of the store needs to be reachable from where kstack runs.
+pub async fn stored_lines(
+    client: &Client,
+    namespace: &str,
+    service: &str,
+    since_seconds: Option<i64>,
+    limit: i64,
+) -> Result<Vec<StoredLine>, Error> {
+    let query = store_query(namespace, service, since_seconds, limit);
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("query", &query)
+        .finish();
+    let uri =
+        format!("/api/v1/namespaces/{namespace}/services/{STORE}/proxy/select/logsql/query?{body}");
+    let request = http::Request::get(uri)
+        .body(Vec::new())
+        .map_err(|e| Error::Store(e.to_string()))?;
+    let text = match client.request_text(request).await {
+        Ok(t) => t,
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => {
+            return Err(Error::Store(format!(
+                "no store answers in namespace {namespace} (HTTP {}): is `enable_central_logging: yes` deployed?",
+                s.code
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    for row in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(row)
+            .map_err(|e| Error::Store(format!("an answer that is not JSON lines: {e}")))?;
+        let raw = v["_msg"].as_str().unwrap_or_default();
+        let (time, line) = cri_line(raw).unwrap_or((v["_time"].as_str().unwrap_or_default(), raw));
+        let (pod, container) = v["file"]
+            .as_str()
+            .and_then(pod_and_container)
+            .unwrap_or_default();
+        out.push(StoredLine {
+            time: time.to_owned(),
+            pod,
+            container,
+            line: line.to_owned(),
+        });
+    }
+    // The store orders by when the collector read a line; people read by when it was written.
+    out.sort_by_key(|l| time_key(&l.time));
+    Ok(out)
+}
+
+/// An RFC 3339 UTC time as the kubelet writes it (`...:25.6962036Z`, trailing zeros of the
+/// fraction dropped) in a form that sorts as the times do: the fraction to nine digits.
+fn time_key(t: &str) -> String {
+    let Some(base) = t.strip_suffix('Z') else {
+        return t.to_owned();
+    };
+    let (secs, frac) = base.split_once('.').unwrap_or((base, ""));
+    format!("{secs}.{frac:0<9}Z")
+}
+
+#[cfg(test)]
+mod store_tests {
+    use super::*;
+
+    #[test]
+    fn a_services_query_names_its_pods_only() {
+        let q = store_query("openstack", "heat-api", Some(3600), 100);
+        assert_eq!(
+            q,
+            r#"file:~"^/var/log/pods/openstack_heat-api-([a-z0-9]+-[a-z0-9]{5}|[0-9]+|[a-z0-9]{5})_" _time:3600s | sort by (_time) desc | limit 100"#
+        );
+        let re = regex::Regex::new(
+            r"^/var/log/pods/openstack_heat-api-([a-z0-9]+-[a-z0-9]{5}|[0-9]+|[a-z0-9]{5})_",
+        )
+        .unwrap();
+        for own in [
+            "/var/log/pods/openstack_heat-api-6b5b486b64-tj8rz_u/heat-api/0.log",
+            "/var/log/pods/openstack_heat-api-0_u/heat-api/0.log",
+            "/var/log/pods/openstack_heat-api-x7k2p_u/heat-api/0.log",
+        ] {
+            assert!(re.is_match(own), "{own}");
+        }
+        for other in [
+            "/var/log/pods/openstack_heat-api-cfn-6fb897d94b-9qbr6_u/heat-api-cfn/0.log",
+            "/var/log/pods/openstack_heat-api-db-sync-d02abafa94-8jnnw_u/heat-api/0.log",
+            "/var/log/pods/other_heat-api-6b5b486b64-tj8rz_u/heat-api/0.log",
+        ] {
+            assert!(!re.is_match(other), "{other}");
+        }
+        assert!(regex_quote("a.b").contains("\\."));
+    }
+
+    #[test]
+    fn times_sort_as_they_happened_whatever_their_fraction_digits() {
+        let mut t = vec![
+            "2026-11-26T02:18:25.69620361Z",
+            "2026-11-26T02:18:25.6962036Z",
+            "2026-11-26T02:18:25Z",
+            "2026-11-26T02:18:24.9Z",
+        ];
+        t.sort_by_key(|s| time_key(s));
+        assert_eq!(
+            t,
+            [
+                "2026-11-26T02:18:24.9Z",
+                "2026-11-26T02:18:25Z",
+                "2026-11-26T02:18:25.6962036Z",
+                "2026-11-26T02:18:25.69620361Z"
+            ]
+        );
+    }
+
+    #[test]
+    fn kubelet_lines_are_taken_apart() {
+        assert_eq!(
+            cri_line("2026-11-26T02:18:25.69Z stderr F hello world"),
+            Some(("2026-11-26T02:18:25.69Z", "hello world"))
+        );
+        assert_eq!(cri_line("plain text"), None);
+        assert_eq!(
+            pod_and_container("/var/log/pods/ns_keystone-57dc9bd896-z66jb_2a-b/keystone/0.log"),
+            Some((
+                "keystone-57dc9bd896-z66jb".to_owned(),
+                "keystone".to_owned()
+            ))
+        );
+        assert_eq!(pod_and_container("/elsewhere"), None);
+    }
+}

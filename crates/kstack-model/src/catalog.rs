@@ -150,6 +150,10 @@ pub struct Container {
     /// seen by its health check too.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_env: BTreeMap<String, String>,
+    /// Env set from a field of the pod on Kubernetes (the downward API), e.g.
+    /// `NODE_NAME: spec.nodeName`. Kubernetes only: a single node has no pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_field_env: BTreeMap<String, String>,
     /// Plain env set only when a globals variable has a given value (the vswitchd container
     /// skips Kolla's `modprobe openvswitch` when `ovs_datapath` is `netdev`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -44,7 +44,7 @@ use kstack_k8s::api::core::v1::{
     Affinity, ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource,
     EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle,
     LifecycleHandler, Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    NodeSelectorTerm, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
     PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, Secret,
     SecretKeySelector, SecretProjection, SecretVolumeSource, SecurityContext, Service, ServicePort,
@@ -784,6 +784,17 @@ fn env(globals: &Globals, c: &catalog::Container) -> Vec<EnvVar> {
             .into_iter()
             .map(|(k, v)| literal(&k, v)),
     );
+    env.extend(c.pod_field_env.iter().map(|(k, path)| EnvVar {
+        name: k.clone(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }));
     env
 }
 

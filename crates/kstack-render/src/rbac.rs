@@ -89,6 +89,15 @@ pub fn deployer(globals: &Globals) -> Rendered {
             // `kstack verify`'s failure report: the last log lines of the pods behind a
             // failed step.
             rule(&[""], &["pods/log"], &["get"]),
+            // `kstack logs --central`: queries to the central log store's Service, through the
+            // API server's proxy (the store's Service only, named with or without its port).
+            PolicyRule {
+                api_groups: Some(strings(&[""])),
+                resources: Some(strings(&["services/proxy"])),
+                resource_names: Some(strings(&["victoria-logs", "victoria-logs:9428"])),
+                verbs: strings(&["get"]),
+                ..Default::default()
+            },
             // A StatefulSet rolled back: its pods of the failed revision that never became
             // ready are deleted so the controller recreates them from the restored template.
             rule(&[""], &["pods"], &["delete"]),

@@ -556,6 +556,21 @@ fn central_logging_puts_a_collector_on_every_node_of_any_role_and_a_store_on_con
         .find(|m| m.mount_path == "/var/log/pods")
         .expect("/var/log/pods mounted");
     assert_eq!(mount.read_only, Some(true));
+    // The node's name from the downward API, never a literal.
+    let node = spec.containers[0]
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "NODE_NAME")
+        .expect("NODE_NAME");
+    assert_eq!(node.value, None);
+    assert_eq!(
+        node.value_from
+            .as_ref()
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str()),
+        Some("spec.nodeName")
+    );
     let config = Config::from_parts(
         globals_with(serde_json::json!({"enable_central_logging": "yes"})),
         kstack_config::testing::passwords(1),

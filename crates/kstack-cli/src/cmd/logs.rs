@@ -17,7 +17,7 @@ use kstack_verify::{Password, Redactor};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack logs keystone\n  kstack logs nova-compute -f\n  kstack logs glance-api --since 10m --tail 100\n  kstack logs keystone --jobs   # the bootstrap Jobs' pods (db sync, fernet setup, ...)\n\nEach line is `POD/CONTAINER: LINE`; passwords.yml values are shown as ***.\nFollowing also reads the pods that start later (a rollout, a replaced pod) and containers that restart, each from its first line, until Ctrl-C.\n\nExit codes: 0 done, 1 the cluster cannot be reached, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack logs keystone\n  kstack logs nova-compute -f\n  kstack logs glance-api --since 10m --tail 100\n  kstack logs keystone --jobs   # the bootstrap Jobs' pods (db sync, fernet setup, ...)\n  kstack logs keystone --central --since 1d   # from the central log store, replaced pods too\n\nEach line is `POD/CONTAINER: LINE`; passwords.yml values are shown as ***.\nFollowing also reads the pods that start later (a rollout, a replaced pod) and containers that restart, each from its first line, until Ctrl-C.\n\nExit codes: 0 done, 1 the cluster cannot be reached, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -37,6 +37,11 @@ pub struct Args {
     /// The pods of the service's bootstrap Jobs instead of its running pods.
     #[arg(long)]
     pub jobs: bool,
+    /// Read the central log store (`enable_central_logging`) instead of the running pods: the
+    /// lines of every pod the service has had, those gone included, oldest first (the newest
+    /// `--tail` lines, 1000 unless given).
+    #[arg(long, conflicts_with_all = ["follow", "jobs"])]
+    pub central: bool,
 }
 
 /// `90`, `90s`, `10m`, `2h`, `1d` as seconds.
@@ -89,6 +94,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    if args.central {
+        return runtime.block_on(async {
+            let client = kstack_kube::client(args.target.kubeconfig.as_deref()).await?;
+            let lines = kstack_kube::stored_lines(
+                &client,
+                &namespace,
+                &args.service,
+                args.since,
+                args.tail.unwrap_or(1000),
+            )
+            .await?;
+            let mut out = std::io::stdout().lock();
+            for l in lines {
+                let text = redactor.redact(&l.line);
+                match writeln!(out, "{} {}/{}: {text}", l.time, l.pod, l.container) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+                    other => other.context("writing to stdout")?,
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        });
+    }
     runtime.block_on(async {
         let client = kstack_kube::client(args.target.kubeconfig.as_deref()).await?;
         let (containers, mut lines) =
