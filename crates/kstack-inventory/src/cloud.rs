@@ -203,6 +203,50 @@ pub fn broadcast_changes<T: Clone + Send + 'static>(
     }))
 }
 
+/// A deploy of one service as its release record keeps it (config, a db-sync Job, the workload,
+/// the wait for health), for tests and the page benchmark.
+pub fn sample_deploy_steps() -> Vec<DeployStep> {
+    let step = |step: &str, action: &str, started: &str, finished: &str, ms: u64| DeployStep {
+        step: step.into(),
+        action: action.into(),
+        started: started.into(),
+        finished: finished.into(),
+        duration_ms: ms,
+        outcome: "done".into(),
+        reason: None,
+    };
+    vec![
+        step(
+            "config",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:00Z",
+            300,
+        ),
+        step(
+            "job db-sync",
+            "create",
+            "2026-11-25T20:00:00Z",
+            "2026-11-25T20:00:12Z",
+            12_400,
+        ),
+        step(
+            "workload",
+            "change",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:00:12Z",
+            200,
+        ),
+        step(
+            "healthy",
+            "wait",
+            "2026-11-25T20:00:12Z",
+            "2026-11-25T20:01:40Z",
+            88_000,
+        ),
+    ]
+}
+
 /// A `CloudStatus` whose snapshot the test sets ([`FakeCloudStatus::set`]); every set is a
 /// change. Counts the change streams handed out, so a test can wait for a page to listen.
 #[derive(Debug)]

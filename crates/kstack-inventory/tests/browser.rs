@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstack_inventory::cloud::{DeployStep, FakeCloudStatus, Generation, Health, Service, Snapshot};
+use kstack_inventory::cloud::{
+    FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
+};
 use kstack_inventory::{RecordingSync, Role, Tokens, router};
 
 const ADMIN: &str = "admin-token-0123456789abcdef0123456789";
@@ -79,7 +81,7 @@ fn default_cloud() -> Snapshot {
                     images: vec![format!("kstack.local/kolla/{name}:2025.1-debian-bookworm")],
                 },
             ],
-            last_deploy: deploy_steps(),
+            last_deploy: sample_deploy_steps(),
         })
         .collect();
     services.sort_by(|a, b| a.name.cmp(&b.name));
@@ -89,49 +91,6 @@ fn default_cloud() -> Snapshot {
         services,
         problem: None,
     }
-}
-
-/// What a deploy of a service did, as the release record keeps it.
-fn deploy_steps() -> Vec<DeployStep> {
-    let step = |step: &str, action: &str, started: &str, finished: &str, ms: u64| DeployStep {
-        step: step.into(),
-        action: action.into(),
-        started: started.into(),
-        finished: finished.into(),
-        duration_ms: ms,
-        outcome: "done".into(),
-        reason: None,
-    };
-    vec![
-        step(
-            "config",
-            "create",
-            "2026-11-25T20:00:00Z",
-            "2026-11-25T20:00:00Z",
-            300,
-        ),
-        step(
-            "job db-sync",
-            "create",
-            "2026-11-25T20:00:00Z",
-            "2026-11-25T20:00:12Z",
-            12_400,
-        ),
-        step(
-            "workload",
-            "change",
-            "2026-11-25T20:00:12Z",
-            "2026-11-25T20:00:12Z",
-            200,
-        ),
-        step(
-            "healthy",
-            "wait",
-            "2026-11-25T20:00:12Z",
-            "2026-11-25T20:01:40Z",
-            88_000,
-        ),
-    ]
 }
 
 fn artifacts() -> PathBuf {

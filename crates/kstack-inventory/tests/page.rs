@@ -11,7 +11,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::StreamExt;
-use kstack_inventory::cloud::{DeployStep, FakeCloudStatus, Generation, Health, Service, Snapshot};
+use kstack_inventory::cloud::{
+    FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
+};
 use kstack_inventory::{RecordingSync, Role, Tokens, router};
 use serde_json::json;
 use tower::ServiceExt;
@@ -52,51 +54,8 @@ fn service(name: &str, deps: &[&str], health: Health) -> Service {
                 images: vec![format!("registry.local/kolla/{name}:2024.2")],
             },
         ],
-        last_deploy: deploy_steps(),
+        last_deploy: sample_deploy_steps(),
     }
-}
-
-/// What a deploy of a service did, as the release record keeps it.
-fn deploy_steps() -> Vec<DeployStep> {
-    let step = |step: &str, action: &str, started: &str, finished: &str, ms: u64| DeployStep {
-        step: step.into(),
-        action: action.into(),
-        started: started.into(),
-        finished: finished.into(),
-        duration_ms: ms,
-        outcome: "done".into(),
-        reason: None,
-    };
-    vec![
-        step(
-            "config",
-            "create",
-            "2026-11-25T20:00:00Z",
-            "2026-11-25T20:00:00Z",
-            300,
-        ),
-        step(
-            "job db-sync",
-            "create",
-            "2026-11-25T20:00:00Z",
-            "2026-11-25T20:00:12Z",
-            12_400,
-        ),
-        step(
-            "workload",
-            "change",
-            "2026-11-25T20:00:12Z",
-            "2026-11-25T20:00:12Z",
-            200,
-        ),
-        step(
-            "healthy",
-            "wait",
-            "2026-11-25T20:00:12Z",
-            "2026-11-25T20:01:40Z",
-            88_000,
-        ),
-    ]
 }
 
 fn cloud() -> Snapshot {
