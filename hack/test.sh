@@ -46,6 +46,8 @@ bash hack/oslo-validate.sh "$oslo_dir/files" || { echo "rendered files kept in $
 echo "== WSGI entry points of the rendered files exist in the 2025.1 projects"
 bash hack/wsgi-check.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
 rm -rf "$oslo_dir"
+echo "== per distribution, config.json commands and paths as kolla-ansible 2025.1 renders them"
+bash hack/distro-parity.sh "${CARGO_TARGET_DIR:-$PWD/target}/debug/kstack"
 echo "== every password read back exactly from the rendered files by the services' own parsers"
 bash hack/escape-check.sh
 

@@ -43,6 +43,9 @@ pub struct Distro {
     pub apache_modules_dir: &'static str,
     /// The user Apache's own workers run as (WSGI daemons run as the service user).
     pub apache_user: &'static str,
+    /// Horizon's site file in [`Distro::apache_conf_dir`]: on Debian and Ubuntu it takes the
+    /// name of Debian's default site, as in Kolla's deployment.
+    pub horizon_site_file: &'static str,
     /// The MariaDB server's main option file, which kstack's `galera.cnf` replaces.
     pub mariadb_config: &'static str,
     /// The Galera 4 provider library.
@@ -64,8 +67,10 @@ const RPM: Distro = Distro {
     apache_conf_dir: "/etc/httpd/conf.d",
     apache_modules_dir: "/usr/lib64/httpd/modules",
     apache_user: "apache",
+    horizon_site_file: "horizon.conf",
     mariadb_config: "/etc/my.cnf",
-    galera_provider: "/usr/lib64/galera-4/libgalera_smm.so",
+    // Kolla's RPM images link /usr/lib64/galera to the galera-4 package's directory.
+    galera_provider: "/usr/lib64/galera/libgalera_smm.so",
     site_packages: SITE_PACKAGES,
     venv_bin: VENV_BIN,
 };
@@ -77,6 +82,7 @@ const DEB: Distro = Distro {
     apache_conf_dir: "/etc/apache2/conf-enabled",
     apache_modules_dir: "/usr/lib/apache2/modules",
     apache_user: "www-data",
+    horizon_site_file: "000-default.conf",
     mariadb_config: "/etc/mysql/my.cnf",
     galera_provider: "/usr/lib/galera/libgalera_smm.so",
     site_packages: SITE_PACKAGES,
@@ -110,6 +116,7 @@ pub const FACTS: &[&str] = &[
     "apache_conf_dir",
     "apache_modules_dir",
     "apache_user",
+    "horizon_site_file",
     "mariadb_config",
     "galera_provider",
     "site_packages",
@@ -143,6 +150,7 @@ impl Distro {
             "apache_conf_dir" => self.apache_conf_dir,
             "apache_modules_dir" => self.apache_modules_dir,
             "apache_user" => self.apache_user,
+            "horizon_site_file" => self.horizon_site_file,
             "mariadb_config" => self.mariadb_config,
             "galera_provider" => self.galera_provider,
             "site_packages" => self.site_packages,
@@ -205,7 +213,10 @@ mod tests {
             for f in FACTS {
                 assert!(
                     d.fact(f)
-                        .is_some_and(|v| v.starts_with('/') || *f == "apache_user")
+                        .is_some_and(|v| v.starts_with('/')
+                            || matches!(*f, "apache_user" | "horizon_site_file")),
+                    "{}: {f}",
+                    d.name
                 );
             }
             assert_eq!(Distro::named(d.name), Some(d));

@@ -491,6 +491,18 @@ fn each_distribution_gets_its_apache_and_mariadb_paths() {
                 "{distro} {container}"
             );
         }
+        // Horizon's site takes the name of Debian's default site there, as in Kolla's
+        // deployment.
+        let horizon_site = if rpm {
+            "horizon.conf"
+        } else {
+            "000-default.conf"
+        };
+        assert_eq!(
+            dest_of(&config_json(&files, "horizon"), "horizon.conf"),
+            format!("{conf_dir}/{horizon_site}"),
+            "{distro}"
+        );
         let mariadb = config_json(&files, "mariadb");
         let my_cnf = if rpm {
             "/etc/my.cnf"
@@ -500,7 +512,7 @@ fn each_distribution_gets_its_apache_and_mariadb_paths() {
         assert_eq!(dest_of(&mariadb, "galera.cnf"), my_cnf, "{distro}");
         let galera = file(&files, "mariadb", "galera.cnf");
         let provider = if rpm {
-            "/usr/lib64/galera-4/libgalera_smm.so"
+            "/usr/lib64/galera/libgalera_smm.so"
         } else {
             "/usr/lib/galera/libgalera_smm.so"
         };
