@@ -123,7 +123,7 @@ fn a_healthy_cloud_passes_with_exit_0_and_leaves_nothing_behind() {
         "{cleanup}"
     );
     assert!(
-        stdout.contains("passed: 9 ok, 0 skipped, 0 failed, 0 not run; total "),
+        stdout.contains("passed: 9 ok, 1 skipped, 0 failed, 0 not run; total "),
         "{stdout}"
     );
     // The services kstack's catalog registers, and no more, were probed.
@@ -177,7 +177,7 @@ fn a_failing_upload_exits_4_naming_the_call_and_cleans_up() {
     );
     assert!(row("cleanup").contains("deleted 3 resources"), "{stdout}");
     assert!(
-        stdout.contains("FAILED: 3 ok, 1 skipped, 1 failed, 4 not run"),
+        stdout.contains("FAILED: 3 ok, 2 skipped, 1 failed, 4 not run"),
         "{stdout}"
     );
     assert_eq!(cloud.lock().unwrap().leftovers(), Vec::<String>::new());
@@ -237,7 +237,7 @@ fn an_unreachable_keystone_exits_4_naming_the_url() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("FAILED: 0 ok, 0 skipped, 1 failed, 8 not run; total"),
+        stdout.contains("FAILED: 0 ok, 1 skipped, 1 failed, 8 not run; total"),
         "{stdout}"
     );
     let password = admin_password(tmp.path());
@@ -272,7 +272,7 @@ fn the_default_auth_url_is_keystones_service_and_json_names_the_call() {
         "http://keystone.cloud-b.svc:5000/v3/auth/tokens"
     );
     assert_eq!(token["call"]["status"], serde_json::Value::Null);
-    assert_eq!(v["steps"].as_array().unwrap().len(), 9);
+    assert_eq!(v["steps"].as_array().unwrap().len(), 10);
     assert!(v["prefix"].as_str().unwrap().starts_with("kstack-verify-"));
     assert!(
         v["pod_logs_error"]
@@ -365,7 +365,7 @@ fn resolve_reaches_service_names_without_dns() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("passed: 3 ok, 6 skipped"), "{stdout}");
+    assert!(stdout.contains("passed: 3 ok, 7 skipped"), "{stdout}");
     let out = kstack(&[
         "verify",
         "--config-dir",

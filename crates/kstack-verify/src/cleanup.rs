@@ -24,6 +24,7 @@ pub(crate) enum Kind {
     Flavor,
     Server,
     Stack,
+    Volume,
 }
 
 impl Kind {
@@ -39,6 +40,7 @@ impl Kind {
             Kind::Flavor => "flavor",
             Kind::Server => "server",
             Kind::Stack => "stack",
+            Kind::Volume => "volume",
         }
     }
 }
@@ -117,13 +119,13 @@ async fn delete(api: &Api, s: &Settings, c: &Created, token: &str) -> Result<Str
     if !reply.ok() {
         return Err(status_error(&method, &c.url, &reply).to_string());
     }
-    if matches!(c.kind, Kind::Server | Kind::Stack) {
+    if matches!(c.kind, Kind::Server | Kind::Stack | Kind::Volume) {
         wait_gone(api, s, c.kind, &c.url, token).await?;
     }
     Ok(String::new())
 }
 
-/// Waits until GET on a server or stack says 404 (or the stack says DELETE_COMPLETE).
+/// Waits until GET on a server, stack or volume says 404 (or the stack says DELETE_COMPLETE).
 pub(crate) async fn wait_gone(
     api: &Api,
     s: &Settings,
@@ -146,12 +148,16 @@ pub(crate) async fn wait_gone(
         let v = reply.json();
         let status = match kind {
             Kind::Stack => v["stack"]["stack_status"].as_str(),
+            Kind::Volume => v["volume"]["status"].as_str(),
             _ => v["server"]["status"].as_str(),
         }
         .unwrap_or_default()
         .to_owned();
         match status.as_str() {
             "DELETE_COMPLETE" | "DELETED" | "SOFT_DELETED" => return Ok(()),
+            "error_deleting" => {
+                return Err(format!("{} {url}: error_deleting", kind.name()));
+            }
             "DELETE_FAILED" => {
                 let reason = v["stack"]["stack_status_reason"]
                     .as_str()

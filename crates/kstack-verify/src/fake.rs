@@ -58,6 +58,12 @@ pub struct FakeState {
     pub servers: BTreeMap<String, u32>,
     /// Stack id → GETs answered so far.
     pub stacks: BTreeMap<String, u32>,
+    /// Volume id → GETs answered so far.
+    pub volumes: BTreeMap<String, u32>,
+    /// Volumes go to `error` (no backend took them).
+    pub volume_error: bool,
+    /// The catalog has no `block-storage` endpoint (cinder-api never registered).
+    pub no_volume: bool,
     deleted_stacks: BTreeSet<String>,
     /// The catalog has no `cloudformation` endpoint (heat-api-cfn not deployed).
     pub no_cfn: bool,
@@ -101,6 +107,7 @@ impl FakeState {
         out.extend(self.flavors.iter().map(|i| format!("flavor {i}")));
         out.extend(self.servers.keys().map(|i| format!("server {i}")));
         out.extend(self.stacks.keys().map(|i| format!("stack {i}")));
+        out.extend(self.volumes.keys().map(|i| format!("volume {i}")));
         out
     }
 
@@ -123,11 +130,15 @@ impl FakeState {
             ("network", "neutron", format!("{b}/network")),
             ("orchestration", "heat", format!("{b}/heat/v1/{project_id}")),
             ("cloudformation", "heat-cfn", format!("{b}/cfn/v1")),
+            ("block-storage", "cinder", format!("{b}/volume/v3")),
         ];
         Value::Array(
             entries
                 .into_iter()
-                .filter(|(ty, _, _)| !(self.no_cfn && *ty == "cloudformation"))
+                .filter(|(ty, _, _)| {
+                    !(self.no_cfn && *ty == "cloudformation"
+                        || self.no_volume && *ty == "block-storage")
+                })
                 .map(|(ty, name, url)| {
                     let url = if self.broken_type.as_deref() == Some(ty) {
                         format!("{b}/broken/{ty}")
@@ -262,9 +273,15 @@ async fn handle(
     let m = method.as_str();
     match (m, seg.as_slice()) {
         // The endpoint roots (version documents).
-        ("GET", ["identity"] | ["image"] | ["compute", "v2.1"] | ["placement"] | ["network"]) => {
-            reply(200, json!({ "versions": [] }))
-        }
+        (
+            "GET",
+            ["identity"]
+            | ["image"]
+            | ["compute", "v2.1"]
+            | ["placement"]
+            | ["network"]
+            | ["volume", "v3"],
+        ) => reply(200, json!({ "versions": [] })),
         ("GET", ["heat", "v1", _]) => reply(300, json!({ "versions": [] })),
         ("GET", ["cfn", "v1"]) => reply(400, json!({ "Error": { "Message": "no Action" } })),
         // Keystone.
@@ -480,6 +497,40 @@ async fn handle(
                 reply(204, Value::Null)
             } else {
                 not_found("server")
+            }
+        }
+        // Cinder.
+        ("POST", ["volume", "v3", "volumes"]) => {
+            if json_body["volume"]["size"].as_u64().is_none_or(|n| n == 0) {
+                return reply(
+                    400,
+                    json!({ "badRequest": { "code": 400, "message": "size must be a positive integer" } }),
+                );
+            }
+            let id = st.id("volume");
+            st.volumes.insert(id.clone(), 0);
+            reply(202, json!({ "volume": { "id": id, "status": "creating" } }))
+        }
+        ("GET", ["volume", "v3", "volumes", id]) => {
+            let error = st.volume_error;
+            match st.volumes.get_mut(*id) {
+                Some(polls) => {
+                    *polls += 1;
+                    let status = match (error, *polls < 2) {
+                        (true, _) => "error",
+                        (false, true) => "creating",
+                        (false, false) => "available",
+                    };
+                    reply(200, json!({ "volume": { "id": id, "status": status } }))
+                }
+                None => not_found("volume"),
+            }
+        }
+        ("DELETE", ["volume", "v3", "volumes", id]) => {
+            if st.volumes.remove(*id).is_some() {
+                reply(202, Value::Null)
+            } else {
+                not_found("volume")
             }
         }
         // Heat.

@@ -209,10 +209,12 @@ pub enum Step {
     Stack,
     /// Horizon's login page answers 200 with a login form.
     Horizon,
+    /// A 1 GiB Cinder volume: available, then deleted and gone.
+    Volume,
 }
 
 impl Step {
-    pub const ALL: [Step; 9] = [
+    pub const ALL: [Step; 10] = [
         Step::Token,
         Step::Endpoints,
         Step::ProjectUser,
@@ -222,6 +224,7 @@ impl Step {
         Step::Server,
         Step::Stack,
         Step::Horizon,
+        Step::Volume,
     ];
 
     pub fn name(self) -> &'static str {
@@ -235,6 +238,7 @@ impl Step {
             Step::Server => "server",
             Step::Stack => "stack",
             Step::Horizon => "horizon",
+            Step::Volume => "volume",
         }
     }
 
@@ -249,6 +253,7 @@ impl Step {
             Step::Server => &["keystone", "nova", "glance", "neutron"],
             Step::Stack => &["keystone", "heat"],
             Step::Horizon => &["keystone", "horizon"],
+            Step::Volume => &["keystone", "cinder"],
         }
     }
 
@@ -263,6 +268,7 @@ impl Step {
             Step::Server => &["nova"],
             Step::Stack => &["heat"],
             Step::Horizon => &["horizon"],
+            Step::Volume => &["cinder"],
         }
     }
 }

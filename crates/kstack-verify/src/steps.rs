@@ -155,6 +155,7 @@ impl<'a> Run<'a> {
             Step::Server => self.server().await,
             Step::Stack => self.stack().await,
             Step::Horizon => self.horizon().await,
+            Step::Volume => self.volume().await,
         }
     }
 
@@ -683,6 +684,62 @@ impl<'a> Run<'a> {
         self.forget(&url);
         Ok(format!(
             "ACTIVE after {active:.1} s; deleted and gone after {:.1} s",
+            secs(deleting)
+        ))
+    }
+
+    async fn volume(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let cinder = self.endpoint(user, "block-storage")?;
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{cinder}/volumes"),
+                Some(&token),
+                Body::Json(&json!({ "volume": { "name": self.s.prefix, "size": 1 } })),
+            )
+            .await?;
+        let id = id_of(&v["volume"], "volume")?;
+        let url = format!("{cinder}/volumes/{id}");
+        self.record(Kind::Volume, &id, url.clone(), Owner::User);
+        let created = Instant::now();
+        let deadline = created + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(&token), Body::None)
+                .await?;
+            match v["volume"]["status"].as_str().unwrap_or_default() {
+                "available" => break,
+                "error" => {
+                    return Err(Failure::check(format!(
+                        "volume {id} went to error (the scheduler found no backend, or the backend failed to create it)"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        return Err(Failure::check(format!(
+                            "volume {id} not available after {:?} (status {other})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+        let available = secs(created);
+        let deleting = Instant::now();
+        self.api
+            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .await?;
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Volume, &url, &token)
+            .await
+            .map_err(Failure::check)?;
+        self.forget(&url);
+        Ok(format!(
+            "1 GiB volume available after {available:.1} s; deleted and gone after {:.1} s",
             secs(deleting)
         ))
     }

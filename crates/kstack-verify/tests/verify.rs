@@ -29,7 +29,7 @@ fn services(disabled: &[&str]) -> BTreeMap<String, ServiceInfo> {
             name.to_owned(),
             ServiceInfo {
                 project: project.to_owned(),
-                enabled: project != "cinder" && !disabled.contains(&project),
+                enabled: !disabled.contains(&project),
                 service_type: ty.map(str::to_owned),
             },
         )
@@ -131,7 +131,7 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
     );
     assert!(
         report.steps[1].detail.starts_with(
-            "7 public endpoints answer: identity, image, compute, placement, network, orchestration, cloudformation"
+            "8 public endpoints answer: identity, image, compute, placement, network, orchestration, cloudformation, block-storage"
         ),
         "{}",
         report.steps[1].detail
@@ -164,8 +164,17 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
     assert!(!everything(&report, &events).contains("FAKE-SIGNATURE"));
     // Every step reported its start and end, in order.
     let starts: Vec<&String> = events.iter().filter(|e| e.starts_with("start ")).collect();
-    assert_eq!(starts.len(), 9);
+    assert_eq!(starts.len(), 10);
     assert!(!everything(&report, &events).contains(ADMIN_PASSWORD));
+    // The volume was made, became available and was deleted by its own step.
+    let volume = &report.steps[9];
+    assert!(
+        volume.detail.contains("1 GiB volume available after")
+            && volume.detail.contains("deleted and gone"),
+        "{}",
+        volume.detail
+    );
+    assert!(st.called("POST /volume/v3/volumes") && st.called("DELETE /volume/v3/volumes/"));
 }
 
 #[tokio::test]
@@ -194,6 +203,7 @@ async fn a_failing_image_upload_stops_later_steps_names_the_call_and_still_clean
             (Step::Server, NotRun),
             (Step::Stack, NotRun),
             (Step::Horizon, NotRun),
+            (Step::Volume, NotRun),
         ]
     );
     let failed = report.failed_step().unwrap();
@@ -301,6 +311,7 @@ async fn disabled_services_are_skipped_and_never_called() {
             (Step::Server, Skipped),
             (Step::Stack, Skipped),
             (Step::Horizon, Skipped),
+            (Step::Volume, Ok),
         ]
     );
     assert_eq!(report.steps[3].detail, "glance not enabled");
@@ -352,7 +363,7 @@ async fn a_broken_endpoint_fails_the_endpoint_step_naming_its_service() {
     assert!(
         failed
             .detail
-            .starts_with("1 of 7 endpoints failed: placement: GET http://127.0.0.1:"),
+            .starts_with("1 of 8 endpoints failed: placement: GET http://127.0.0.1:"),
         "{}",
         failed.detail
     );
@@ -371,8 +382,8 @@ async fn a_broken_endpoint_fails_the_endpoint_step_naming_its_service() {
 #[tokio::test]
 async fn an_enabled_service_missing_from_the_catalog_fails() {
     let fake = fake::start().await;
-    let mut s = settings(&fake, &[]);
-    s.services.get_mut("cinder-api").unwrap().enabled = true;
+    fake.lock().unwrap().no_volume = true;
+    let s = settings(&fake, &[]);
     let (report, _) = verify(&s).await;
     let failed = report.failed_step().unwrap();
     assert_eq!(failed.step, Step::Endpoints);
@@ -411,7 +422,7 @@ async fn cancellation_stops_the_running_step_and_cleans_up_all_it_made() {
         (Step::Server, Outcome::Failed, "interrupted")
     );
     assert_eq!(report.steps[7].result, Outcome::NotRun);
-    assert_eq!(report.steps.len(), 9);
+    assert_eq!(report.steps.len(), 10);
     assert!(
         events.iter().any(|e| e == "server failed interrupted"),
         "{events:?}"
@@ -594,4 +605,37 @@ async fn a_refused_wait_condition_signal_fails_the_stack_step_without_its_signat
     assert!(!text.contains("FAKE-SIGNATURE"), "{text}");
     // The stack is still deleted by cleanup.
     assert_eq!(fake.lock().unwrap().leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_volume_that_goes_to_error_fails_the_volume_step_and_is_deleted() {
+    let fake = fake::start().await;
+    fake.lock().unwrap().volume_error = true;
+    let s = settings(&fake, &[]);
+    let (report, _) = verify(&s).await;
+    assert!(!report.passed);
+    let failed = report.failed_step().unwrap();
+    assert_eq!(failed.step, Step::Volume);
+    assert!(failed.detail.contains("went to error"), "{}", failed.detail);
+    assert_eq!(failed.services, ["cinder-api"]);
+    // The volume the step made is deleted by the cleanup, first (newest).
+    assert_eq!(report.cleanup[0].resource.split(' ').next(), Some("volume"));
+    assert_eq!(report.cleanup[0].result, Outcome::Ok);
+    let st = fake.lock().unwrap();
+    assert_eq!(st.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn without_cinder_the_volume_step_is_skipped_and_never_called() {
+    let fake = fake::start().await;
+    let s = settings(&fake, &["cinder"]);
+    let (report, _) = verify(&s).await;
+    assert!(report.passed, "{report:#?}");
+    let volume = report.steps.last().unwrap();
+    assert_eq!(
+        (volume.step, volume.result),
+        (Step::Volume, Outcome::Skipped)
+    );
+    assert_eq!(volume.detail, "cinder not enabled");
+    assert!(!fake.lock().unwrap().called("POST /volume"));
 }
