@@ -66,6 +66,8 @@ stop_one() {
 
 stop_all() { # stop_all [--purge]: stops every process; --purge also deletes the cluster's data
   local c
+  # A Ceph cluster started on the real node's address (hack/ceph.sh) goes with the node.
+  if [ -d /run/kstack-ceph ]; then bash "$HERE/ceph.sh" down; fi
   KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down "$@"
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$c"; done
   if [ "${1:-}" = --purge ]; then rm -rf "$DIR/etcd-data"; fi

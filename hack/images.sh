@@ -717,8 +717,14 @@ RUN mkdir -p /var/www/cgi-bin/cinder \\
 EOF
 )"
 add cinder-scheduler "$(inter cinder-base)" "USER cinder"
+# cinder-volume also gets Ceph's client and its Python bindings, the RBD driver's only needs
+# (cinder_backend_ceph): a layer of its own, so no other image changes for it. The venv sees
+# the bindings through --system-site-packages, as in Kolla's images.
 add cinder-volume "$(inter cinder-base)" "$(cat <<EOF
-RUN sed -i '1 i include /var/lib/cinder/volumes/*' /etc/tgt/targets.conf
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ceph-common python3-rados python3-rbd \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+ && sed -i '1 i include /var/lib/cinder/volumes/*' /etc/tgt/targets.conf
 $(sudoers $K/cinder/cinder-volume/cinder_sudoers kolla_cinder_volume_sudoers)
 $(install_file $K/cinder/cinder-volume/extend_start.sh /usr/local/bin/kolla_cinder_extend_start 644)
 USER cinder

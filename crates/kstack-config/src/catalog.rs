@@ -56,9 +56,10 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::BadStopSignal {
             service, container, ..
         }
-        | CatalogIssue::StopTargetWithoutSignal { service, container } => {
-            (service, Some(container))
-        }
+        | CatalogIssue::StopTargetWithoutSignal { service, container }
+        | CatalogIssue::UnknownCondition {
+            service, container, ..
+        } => (service, Some(container)),
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
@@ -69,7 +70,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::UnknownFact { .. }
         | CatalogIssue::BadOwner { .. }
         | CatalogIssue::BadStopSignal { .. }
-        | CatalogIssue::StopTargetWithoutSignal { .. } => format!("services.{service}.containers"),
+        | CatalogIssue::StopTargetWithoutSignal { .. }
+        | CatalogIssue::UnknownCondition { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
     };
     let mut line = 0;

@@ -51,6 +51,8 @@ impl Config {
         overrides: BTreeMap<String, Vec<u8>>,
         catalog: Catalog,
     ) -> Config {
+        let mut catalog = catalog;
+        catalog.apply_conditions(&globals.vars);
         let enabled = cat::enabled_services(&catalog, &globals);
         Config {
             globals,
@@ -388,7 +390,9 @@ pub fn load(sources: &Sources) -> Loaded {
         if let Some(c) = &catalog {
             enabled = cat::enabled_services(c, g);
             diags.extend(cat::check_cycle(c, &enabled, catalog_text));
-            diags.extend(crate::overrides::check(c, &sources.overrides));
+            let verbatim = crate::overrides::verbatim_files(g);
+            diags.extend(crate::overrides::check(c, &sources.overrides, &verbatim));
+            diags.extend(crate::overrides::check_verbatim(g, &sources.overrides));
         }
     }
     diags.extend(sources.refused.iter().cloned());
@@ -403,7 +407,10 @@ pub fn load(sources: &Sources) -> Loaded {
         }
     }
     let config = match (globals, passwords, catalog) {
-        (Some(globals), Some(passwords), Some(catalog)) if !diags.iter().any(Diag::is_error) => {
+        (Some(globals), Some(passwords), Some(mut catalog))
+            if !diags.iter().any(Diag::is_error) =>
+        {
+            catalog.apply_conditions(&globals.vars);
             Some(Config {
                 globals,
                 passwords,

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kstack_model::catalog::{Catalog, Container, Service, WorkloadKind};
+use kstack_model::globals::Globals;
 
 use crate::diagnostic::{Diag, Severity};
 
@@ -422,13 +423,62 @@ fn classify(catalog: &Catalog, path: &str) -> Use {
     }
 }
 
+/// Files of `config/` that containers get as they are rather than merged into a generated
+/// file, by path relative to `config/`: the Ceph cluster's configuration and the client's
+/// keyring when Cinder stores volumes in Ceph (kolla-ansible's layout).
+pub fn verbatim_files(globals: &Globals) -> Vec<String> {
+    match &globals.cinder_ceph {
+        Some(ceph) if globals.is_enabled("cinder") => vec![ceph.conf_file(), ceph.keyring_file()],
+        _ => Vec::new(),
+    }
+}
+
+/// Errors for the [`verbatim_files`] that are missing.
+pub fn check_verbatim(globals: &Globals, overrides: &BTreeMap<String, Vec<u8>>) -> Vec<Diag> {
+    let Some(ceph) = &globals.cinder_ceph else {
+        return Vec::new();
+    };
+    verbatim_files(globals)
+        .into_iter()
+        .filter(|path| !overrides.contains_key(path))
+        .map(|path| {
+            let what = if path.ends_with(".keyring") {
+                format!(
+                    "the keyring of the Ceph client `client.{}` (`ceph auth get client.{} -o FILE` on the Ceph cluster); it is deployed as a Kubernetes Secret",
+                    ceph.user, ceph.user
+                )
+            } else {
+                format!(
+                    "the Ceph cluster `{}`'s configuration: at least `fsid` and `mon_host` under `[global]`",
+                    ceph.cluster
+                )
+            };
+            Diag::new(
+                Severity::Error,
+                &format!("{DIR}/{path}"),
+                "the file does not exist, and `cinder_backend_ceph` is on in globals.yml",
+            )
+            .help(format!(
+                "copy here {what}, or set `cinder_backend_ceph: \"no\"`"
+            ))
+        })
+        .collect()
+}
+
 /// Checks every override file: INI syntax of the files that are used (error with line),
 /// per-host overrides of services that are not DaemonSets (error), files kstack does not use
-/// (warning).
-pub fn check(catalog: &Catalog, overrides: &BTreeMap<String, Vec<u8>>) -> Vec<Diag> {
+/// (warning). `verbatim` are the files used as they are ([`verbatim_files`]).
+pub fn check(
+    catalog: &Catalog,
+    overrides: &BTreeMap<String, Vec<u8>>,
+    verbatim: &[String],
+) -> Vec<Diag> {
     let mut diags = Vec::new();
     for (path, bytes) in overrides {
         let file = format!("{DIR}/{path}");
+        if verbatim.contains(path) {
+            continue;
+        }
         match classify(catalog, path) {
             Use::Used => {
                 // Non-UTF-8 files are reported by the loader already.

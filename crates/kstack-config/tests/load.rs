@@ -395,3 +395,99 @@ fn a_lone_carriage_return_is_refused_at_its_line_in_every_file() {
         render_plain(&loaded.diagnostics)
     );
 }
+
+/// Cinder in Ceph with the operator's two files present (`with_files`) or not.
+fn ceph_sources(globals: &str, with_files: bool) -> Sources {
+    let mut s = sources(globals, &kstack_config::testing::passwords_yml(1));
+    if with_files {
+        s.overrides.insert(
+            "cinder/ceph.conf".into(),
+            b"[global]\nfsid = 5cc463da-cd3f-447c-bc3a-cd1e8720331a\nmon_host = 10.0.0.1\n"
+                .to_vec(),
+        );
+        s.overrides.insert(
+            "cinder/cinder-volume/ceph.client.cinder.keyring".into(),
+            b"[client.cinder]\n\tkey = AQBxTbRdvsG3JxAA+mYGYlnJrHd64fc5Yx1tuQ==\n".to_vec(),
+        );
+    }
+    s
+}
+
+#[test]
+fn cinder_in_ceph_needs_the_operators_ceph_files_and_names_each_missing_one() {
+    let globals = "enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n";
+    let loaded = load(&ceph_sources(globals, false));
+    assert!(loaded.config.is_none());
+    let missing: Vec<&str> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.file.as_str())
+        .collect();
+    assert_eq!(
+        missing,
+        [
+            "config/cinder/ceph.conf",
+            "config/cinder/cinder-volume/ceph.client.cinder.keyring"
+        ]
+    );
+    let text = render_plain(&loaded.diagnostics);
+    assert!(text.contains("`cinder_backend_ceph` is on"), "{text}");
+    assert!(text.contains("client.cinder"), "{text}");
+
+    // Present, they load with no warning that kstack does not use them.
+    let loaded = load(&ceph_sources(globals, true));
+    assert!(
+        loaded.config.is_some(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    assert!(
+        loaded.diagnostics.is_empty(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+
+    // Other names for the cluster and the user name other files.
+    let loaded = load(&ceph_sources(
+        &format!("{globals}ceph_cluster: backup\nceph_cinder_user: cinder2\n"),
+        false,
+    ));
+    let files: Vec<&str> = loaded.diagnostics.iter().map(|d| d.file.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            "config/cinder/backup.conf",
+            "config/cinder/cinder-volume/backup.client.cinder2.keyring"
+        ]
+    );
+}
+
+#[test]
+fn ceph_files_without_the_setting_are_unused_and_warned_about() {
+    let loaded = load(&ceph_sources("enable_cinder: \"yes\"\n", true));
+    let config = loaded.config.expect("loads");
+    assert!(config.globals.cinder_ceph.is_none());
+    let warned: Vec<&str> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| !d.is_error() && d.message.contains("kstack does not use this file"))
+        .map(|d| d.file.as_str())
+        .collect();
+    assert_eq!(warned.len(), 2, "{}", render_plain(&loaded.diagnostics));
+}
+
+#[test]
+fn a_ceph_name_that_cannot_name_a_file_is_refused_at_its_line() {
+    let loaded = load(&ceph_sources(
+        "enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\nceph_cinder_user: \"../cinder\"\n",
+        true,
+    ));
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.is_error())
+        .expect("an error");
+    assert_eq!((d.file.as_str(), d.line), ("globals.yml", 3), "{d}");
+    assert!(d.message.contains("is not a Ceph name"), "{d}");
+}

@@ -16,11 +16,13 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 mod support;
-use support::{Apis, admin_password, admin_token, real_node, user_load};
+use support::{Apis, admin_password, admin_token, ceph_for_cinder, real_node, user_load};
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
-/// default), with a longer step limit for a loaded machine.
-const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n";
+/// default), central logging, and Cinder with its volumes in a Ceph cluster, with a longer step
+/// limit for a loaded machine.
+const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n\
+    enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n";
 
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
@@ -32,6 +34,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         &format!("{}{REAL_CLOUD}", real_node_globals()),
     )
     .await?;
+    ceph_for_cinder(&client, &cloud).await?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "deploy failed: {report}\n{stderr}");
     eprintln!(
@@ -83,7 +86,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     // A user's scenario, every step: a token, every endpoint answering, a project and user of
     // their own, an image round trip with the same checksum, a network with a subnet and a
     // router, a flavor, a server booted to ACTIVE and deleted, a Heat stack created and
-    // deleted, Horizon's login form.
+    // deleted, Horizon's login form, a volume in Ceph made available and deleted.
     for step in [
         "token",
         "endpoints",
@@ -94,6 +97,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         "server",
         "stack",
         "horizon",
+        "volume",
     ] {
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
@@ -398,11 +402,25 @@ async fn central_logging_holds_what_keystone_logged(
     let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
     let passwords = kstack_config::passwords::parse(&passwords)
         .map_err(|_| anyhow::anyhow!("the cloud's passwords.yml does not load"))?;
+    // The Ceph client's key, from the keyring the operator copied beside passwords.yml.
+    let keyring = std::fs::read_to_string(
+        cloud
+            .dir
+            .path()
+            .join("config/cinder/cinder-volume/ceph.client.cinder.keyring"),
+    )?;
+    let ceph_key = keyring
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("key = "))
+        .context("no key in the Ceph keyring")?
+        .to_owned();
     let mut leaks = Vec::new();
-    for key in passwords.entries.keys() {
-        let Some(value) = passwords.get(key) else {
-            continue;
-        };
+    let secrets = passwords
+        .entries
+        .keys()
+        .filter_map(|k| Some((k.as_str(), passwords.get(k)?)))
+        .chain([("the Ceph keyring's key", ceph_key.as_str())]);
+    for (key, value) in secrets {
         // Short values (a uuid's parts, a port) would match by chance; genpwd's are long.
         if value.len() < 8 {
             continue;

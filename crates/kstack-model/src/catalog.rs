@@ -275,6 +275,10 @@ pub struct ConfigFile {
     /// An INI file that operator overrides (`/etc/kolla/config/<project>/<file>`) merge into.
     #[serde(default)]
     pub merge_ini: bool,
+    /// A boolean variable of globals.yml: the container gets this file only when it is true
+    /// (Kolla's optional files, e.g. Ceph's client files with `cinder_backend_ceph`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -632,6 +636,15 @@ pub enum CatalogIssue {
         "service `{service}`, container `{container}`: `stop_signal_to: workers` needs a `stop_signal` to send them"
     )]
     StopTargetWithoutSignal { service: String, container: String },
+    #[error(
+        "service `{service}`, container `{container}`: config file `{template}` has `when: {var}`, which is not a boolean setting kstack knows"
+    )]
+    UnknownCondition {
+        service: String,
+        container: String,
+        template: String,
+        var: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -648,6 +661,22 @@ pub enum CatalogError {
 }
 
 impl Catalog {
+    /// Drops every config file whose `when` setting is not true in `vars` (globals.yml after
+    /// defaults), so every consumer of the catalog sees the files the containers get.
+    pub fn apply_conditions(&mut self, vars: &BTreeMap<String, serde_json::Value>) {
+        for s in self.services.values_mut() {
+            for c in &mut s.containers {
+                c.config_files.retain(|f| {
+                    f.when.as_ref().is_none_or(|var| {
+                        vars.get(var)
+                            .and_then(crate::globals::parse_bool)
+                            .unwrap_or(false)
+                    })
+                });
+            }
+        }
+    }
+
     /// The built-in catalog, validated.
     pub fn builtin() -> Result<Catalog, CatalogError> {
         Catalog::from_yaml("built-in catalog", BUILTIN_YAML)
@@ -751,6 +780,19 @@ impl Catalog {
                             container: c.name.clone(),
                             field,
                             message: e.to_string(),
+                        });
+                    }
+                }
+                for f in &c.config_files {
+                    if let Some(var) = &f.when
+                        && !crate::globals::BOOL_SETTINGS.contains(&var.as_str())
+                        && !var.starts_with("enable_")
+                    {
+                        issues.push(CatalogIssue::UnknownCondition {
+                            service: name.clone(),
+                            container: c.name.clone(),
+                            template: f.template.clone(),
+                            var: var.clone(),
                         });
                     }
                 }
@@ -1245,5 +1287,33 @@ services:
             .flat_map(|s| s.bootstrap.iter().map(|t| t.phase))
             .collect();
         assert_eq!(phases.len(), 5, "{phases:?}");
+    }
+
+    #[test]
+    fn a_config_file_only_some_clouds_get_names_a_boolean_setting() {
+        let text = BUILTIN_YAML.replace("when: cinder_backend_ceph", "when: cinder_backend_cepf");
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("config file `ceph.conf` has `when: cinder_backend_cepf`, which is not a boolean setting kstack knows"),
+            "{err}"
+        );
+
+        let files = |c: &Catalog| -> Vec<String> {
+            c.services["cinder-volume"].containers[0]
+                .config_files
+                .iter()
+                .map(|f| f.template.clone())
+                .collect()
+        };
+        let mut c = Catalog::builtin().unwrap();
+        assert_eq!(files(&c), ["cinder.conf", "ceph.conf", "ceph.keyring"]);
+        let mut vars = crate::globals::defaults();
+        c.apply_conditions(&vars);
+        assert_eq!(files(&c), ["cinder.conf"]);
+        let mut c = Catalog::builtin().unwrap();
+        vars.insert("cinder_backend_ceph".into(), serde_json::json!("yes"));
+        c.apply_conditions(&vars);
+        assert_eq!(files(&c), ["cinder.conf", "ceph.conf", "ceph.keyring"]);
     }
 }

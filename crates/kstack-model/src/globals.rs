@@ -129,9 +129,50 @@ pub struct Globals {
     pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Keystone's token lifetime and key rotation (kolla-ansible's `fernet_*` settings).
     pub fernet: FernetTiming,
+    /// Cinder's volumes in a Ceph cluster (`cinder_backend_ceph`), when on.
+    pub cinder_ceph: Option<CephBackend>,
     /// Every variable after merging defaults, user values and derived values; templates read these.
     pub vars: BTreeMap<String, Value>,
 }
+
+/// A Cinder volume backend in an external Ceph cluster, as kolla-ansible's settings name it:
+/// the operator copies the cluster's `ceph.conf` and the client's keyring into the config
+/// directory ([`CephBackend::conf_file`], [`CephBackend::keyring_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CephBackend {
+    /// `ceph_cluster`: the cluster's name, which names its files.
+    pub cluster: String,
+    /// `ceph_cinder_user`: the Ceph client (`client.<user>`) cinder-volume logs in as.
+    pub user: String,
+    /// `ceph_cinder_pool_name`: the RBD pool of the volumes.
+    pub pool: String,
+    /// `cinder_backend_ceph_name`: the backend's section in cinder.conf and its
+    /// `volume_backend_name`.
+    pub backend_name: String,
+}
+
+impl CephBackend {
+    /// The cluster's configuration file, relative to the config directory's `config/`.
+    pub fn conf_file(&self) -> String {
+        format!("cinder/{}.conf", self.cluster)
+    }
+
+    /// The client's keyring, relative to `config/` (kolla-ansible's layout).
+    pub fn keyring_file(&self) -> String {
+        format!(
+            "cinder/cinder-volume/{}.client.{}.keyring",
+            self.cluster, self.user
+        )
+    }
+}
+
+/// The boolean settings kstack types, besides the `enable_*` flags: the ones a catalog config
+/// file may name in `when`.
+pub const BOOL_SETTINGS: &[&str] = &[
+    "cinder_backend_ceph",
+    "om_enable_rabbitmq_stream_fanout",
+    "openstack_logging_debug",
+];
 
 /// Keystone's token lifetime and Fernet key rotation, in seconds, as kolla-ansible names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +217,12 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("nova_compute_virt_type", "kvm"),
         ("ovs_datapath", "system"),
         ("openstack_logging_debug", "False"),
+        // Cinder in an external Ceph cluster (kolla-ansible's names and defaults).
+        ("cinder_backend_ceph", "no"),
+        ("ceph_cluster", "ceph"),
+        ("ceph_cinder_user", "cinder"),
+        ("ceph_cinder_pool_name", "volumes"),
+        ("cinder_backend_ceph_name", "rbd-1"),
     ] {
         m.insert(k.to_owned(), s(v));
     }
@@ -279,6 +326,36 @@ pub fn known_keys() -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// The Ceph backend of Cinder when `cinder_backend_ceph` is on. Its names become file names
+/// and cinder.conf values, so they are checked as Ceph names: letters, digits, `.`, `_`, `-`.
+fn ceph_backend(t: &mut Typer) -> Option<CephBackend> {
+    let on = t.bool("cinder_backend_ceph").unwrap_or(false);
+    let name = |t: &mut Typer, key: &str| {
+        let v = t.string(key);
+        let ok = !v.is_empty()
+            && v.len() <= 63
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && !v.starts_with('.');
+        if !ok {
+            t.issue(
+                key,
+                None,
+                format!("{} is not a Ceph name", quoted(&v)),
+                format!("write the name as it is in your Ceph cluster: 1 to 63 letters, digits, `.`, `_` or `-`, e.g. `{key}: {}`", defaults()[key].as_str().unwrap_or_default()),
+            );
+        }
+        v
+    };
+    let backend = CephBackend {
+        cluster: name(t, "ceph_cluster"),
+        user: name(t, "ceph_cinder_user"),
+        pool: name(t, "ceph_cinder_pool_name"),
+        backend_name: name(t, "cinder_backend_ceph_name"),
+    };
+    on.then_some(backend)
 }
 
 /// A whole number of seconds (a YAML integer or a string holding one).
@@ -766,6 +843,7 @@ impl Globals {
             }
         }
         let fernet = fernet_timing(&mut t, &vars);
+        let cinder_ceph = ceph_backend(&mut t);
         check_log_retention(&mut t, &vars);
         t.one_of("ovs_datapath", OVS_DATAPATHS);
         t.bool("openstack_logging_debug");
@@ -1119,6 +1197,7 @@ impl Globals {
             history_limit,
             pod_labels,
             fernet,
+            cinder_ceph,
             vars,
         })
     }
@@ -1556,5 +1635,39 @@ mod tests {
             ]
         );
         assert!(issues[2].message.contains("maybe"));
+    }
+
+    #[test]
+    fn cinder_in_ceph_takes_kolla_ansibles_names_and_defaults() {
+        let g = Globals::from_vars(&vars(json!({}))).unwrap();
+        assert_eq!(g.cinder_ceph, None);
+        let g = Globals::from_vars(&vars(json!({ "cinder_backend_ceph": "yes" }))).unwrap();
+        let ceph = g.cinder_ceph.unwrap();
+        assert_eq!(
+            (
+                ceph.cluster.as_str(),
+                ceph.user.as_str(),
+                ceph.pool.as_str(),
+                ceph.backend_name.as_str()
+            ),
+            ("ceph", "cinder", "volumes", "rbd-1")
+        );
+        assert_eq!(ceph.conf_file(), "cinder/ceph.conf");
+        assert_eq!(
+            ceph.keyring_file(),
+            "cinder/cinder-volume/ceph.client.cinder.keyring"
+        );
+        for bad in ["", "a/b", "..", ".hidden", "two words"] {
+            let issues = Globals::from_vars(&vars(
+                json!({ "cinder_backend_ceph": "yes", "ceph_cluster": bad }),
+            ))
+            .unwrap_err();
+            assert!(
+                issues
+                    .iter()
+                    .any(|i| i.key == "ceph_cluster" && i.message.contains("not a Ceph name")),
+                "{bad:?}: {issues:?}"
+            );
+        }
     }
 }

@@ -390,6 +390,15 @@ const TEMPLATES: &[(&str, &str)] = &[
         "cinder/cinder-api-uwsgi.ini.j2",
         include_str!("../templates/cinder/cinder-api-uwsgi.ini.j2"),
     ),
+    // The operator's Ceph client files, written as they are (a keyring holds a key: secret).
+    (
+        "cinder/ceph.conf.j2",
+        include_str!("../templates/cinder/ceph.conf.j2"),
+    ),
+    (
+        "cinder/ceph.keyring.j2",
+        include_str!("../templates/cinder/ceph.keyring.j2"),
+    ),
 ];
 
 /// The auto-escape mode of every template (see [`Templates::new`]).
@@ -891,9 +900,30 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
                 .collect::<Vec<_>>(),
         ),
     );
+    // Cinder's volumes in Ceph: the cluster's configuration as the operator copied it into
+    // the config directory, and the client's keyring, which is secret.
+    let ceph = g.cinder_ceph.as_ref().filter(|_| g.is_enabled("cinder"));
+    let verbatim = |path: String| {
+        config
+            .overrides
+            .get(&path)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    set("cinder_ceph", Value::from(ceph.is_some()));
+    if let Some(ceph) = ceph {
+        set("cinder_ceph_conf", Value::from(verbatim(ceph.conf_file())));
+    }
     if let Some(url) = transport_url {
         m.remove("transport_url");
         secret.insert("transport_url".to_owned(), Arc::from(url));
+    }
+    if let Some(ceph) = ceph {
+        m.remove("cinder_ceph_keyring");
+        secret.insert(
+            "cinder_ceph_keyring".to_owned(),
+            Arc::from(verbatim(ceph.keyring_file())),
+        );
     }
     TemplateContext {
         plain: m,
@@ -973,7 +1003,8 @@ impl<'a> OverrideSet<'a> {
 /// The first error among the override checks (layout, per-host overrides of services that are
 /// not DaemonSets, INI syntax), as a [`RenderError`].
 fn check_overrides(config: &Config) -> Result<(), RenderError> {
-    let diags = overrides::check(&config.catalog, &config.overrides);
+    let verbatim = overrides::verbatim_files(&config.globals);
+    let diags = overrides::check(&config.catalog, &config.overrides, &verbatim);
     match diags.into_iter().find(kstack_config::Diag::is_error) {
         Some(d) => Err(RenderError::Override {
             file: d.file,

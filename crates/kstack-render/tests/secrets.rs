@@ -1,5 +1,5 @@
-//! No passwords.yml value outside a Secret (Kubernetes) or a 0600 file (Compose), whatever
-//! characters it holds.
+//! No passwords.yml value, and no key of the Ceph keyring the operator copies beside it, outside
+//! a Secret (Kubernetes) or a 0600 file (Compose), whatever characters it holds.
 //!
 //! The templates write a password in many forms: raw, URL-encoded in a database URL or the
 //! transport URL, `$$`-escaped for oslo.config, quoted for JSON, SQL, MySQL option files and
@@ -22,10 +22,11 @@ use kstack_model::globals::Globals;
 use kstack_render::{Object, Target, compose, files, kubernetes};
 use proptest::prelude::*;
 
-/// Every service on, three replicas of the clustered ones.
+/// Every service on, three replicas of the clustered ones, Cinder's volumes in Ceph.
 fn globals() -> Globals {
     let serde_json::Value::Object(m) = serde_json::json!({
         "enable_cinder": true,
+        "cinder_backend_ceph": true,
         "kstack_replicas": {"mariadb": 3, "rabbitmq": 3, "memcached": 2},
     }) else {
         unreachable!()
@@ -54,7 +55,16 @@ fn passwords_around(before: &str, after: &str) -> (Passwords, Vec<(String, Strin
         entries.insert((*k).to_owned(), Secret::Value(v.clone()));
         values.push((m, v));
     }
+    values.push((marker(KEYRING), keyring()));
     (Passwords { entries }, values)
+}
+
+/// The marker index of the Ceph client's keyring, the operator's secret file beside
+/// passwords.yml.
+const KEYRING: usize = 999;
+
+fn keyring() -> String {
+    format!("[client.cinder]\n\tkey = {}==\n", marker(KEYRING))
 }
 
 /// The part every marker shares.
@@ -73,12 +83,18 @@ fn leak(text: &str, values: &[(String, String)]) -> Option<String> {
 }
 
 fn config(pw: Passwords) -> Config {
-    Config::from_parts(
-        globals(),
-        pw,
-        Default::default(),
-        Catalog::builtin().unwrap(),
-    )
+    let overrides = [
+        (
+            "cinder/ceph.conf",
+            "[global]\nfsid = 5cc463da-cd3f-447c-bc3a-cd1e8720331a\nmon_host = 10.0.0.1\n"
+                .to_owned(),
+        ),
+        ("cinder/cinder-volume/ceph.client.cinder.keyring", keyring()),
+    ]
+    .into_iter()
+    .map(|(p, t)| (p.to_owned(), t.into_bytes()))
+    .collect();
+    Config::from_parts(globals(), pw, overrides, Catalog::builtin().unwrap())
 }
 
 /// Every check on both targets; the first leak found, as a message.

@@ -17,6 +17,40 @@ pub async fn real_node(client: &kube::Client) -> anyhow::Result<String> {
     real.items[0].metadata.name.clone().context("node name")
 }
 
+/// Gives the cloud's Cinder a Ceph cluster, as an operator with an external one would: starts
+/// `hack/ceph.sh`'s cluster on the real node's address (pods on the node reach it there; a
+/// cluster already running is kept) and copies its `ceph.conf` and client keyring into the
+/// cloud's config directory, where `cinder_backend_ceph` reads them.
+pub async fn ceph_for_cinder(client: &kube::Client, cloud: &Cloud) -> anyhow::Result<()> {
+    let name = real_node(client).await?;
+    let nodes: kube::Api<kstack_k8s::api::core::v1::Node> = kube::Api::all(client.clone());
+    let node = nodes.get(&name).await?;
+    let address = node
+        .status
+        .and_then(|s| s.addresses)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address)
+        .context("the real node has no InternalIP")?;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/ceph.sh");
+    let dir = cloud.dir.path().to_str().context("config dir path")?;
+    for args in [["up", address.as_str()], ["config", dir]] {
+        let out = tokio::process::Command::new("bash")
+            .arg(&script)
+            .args(args)
+            .output()
+            .await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "hack/ceph.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
 /// The value of `key` in the cloud's passwords.yml.
 pub fn password(cloud: &Cloud, key: &str) -> anyhow::Result<String> {
     let passwords = std::fs::read_to_string(cloud.dir.path().join(kstack_config::passwords::FILE))?;
