@@ -7,6 +7,12 @@
 # listed with their reason in hack/distro-parity/known-differences.yaml; one that depends on the
 # distribution can never be listed. See hack/distro-parity/compare.py.
 #
+# Then, for debian (the distribution of kstack's images) and the Kubernetes target, it compares
+# the options of the INI config files (keystone.conf, nova.conf per nova service, neutron.conf
+# and the agents' files, ...) with kolla-ansible's, section by section; the differences kstack
+# makes on purpose are listed in hack/distro-parity/known-config-differences.yaml. See
+# hack/distro-parity/compare_ini.py.
+#
 #   bash hack/distro-parity.sh [KSTACK_BIN]
 #
 # KSTACK_BIN defaults to the workspace's debug build (`cargo build --bin kstack`); this script
@@ -50,5 +56,14 @@ for distro in rocky centos debian ubuntu; do
   quiet "$kstack" template --config-dir "$dir/etc" --config-files "$dir/kubernetes" -o yaml
   quiet "$kstack" template --config-dir "$dir/etc" --target compose -o "$dir/compose"
 done
-"$venv/bin/python" "$root/hack/distro-parity/compare.py" "$venv/share/kolla-ansible/ansible" \
-  "$root/hack/distro-parity/known-differences.yaml" "$work"
+ansible=$venv/share/kolla-ansible/ansible
+status=0
+"$venv/bin/python" "$root/hack/distro-parity/compare.py" "$ansible" \
+  "$root/hack/distro-parity/known-differences.yaml" "$work" || status=$?
+# The options of the INI files, for the images' distribution and the Kubernetes target.
+"$venv/bin/python" "$root/hack/distro-parity/compare_ini.py" "$ansible" \
+  "$root/hack/distro-parity/known-config-differences.yaml" "$work/debian" || {
+  s=$?
+  [ "$status" -ge "$s" ] || status=$s
+}
+exit "$status"
