@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs from Debian's packages what the real node and the image build need, when missing:
 # containerd, runc, the CNI plugins, iptables, iproute2, gcc (the pause image), debootstrap and
-# docker.io (the image build), curl, openssl, python3. Needs root; prints what it installs.
+# docker.io (the image build), curl, openssl, python3, and Ceph's monitor, OSD and client (the
+# dev machine's Ceph cluster for Cinder, hack/ceph.sh). Needs root; prints what it installs.
 set -euo pipefail
 
 declare -A pkg_of=(
   [containerd]=containerd [runc]=runc [iptables]=iptables [ip]=iproute2 [gcc]=gcc
   [debootstrap]=debootstrap [dockerd]=docker.io [curl]=curl [openssl]=openssl [python3]=python3
   [conntrack]=conntrack [socat]=socat
+  [ceph-mon]=ceph-mon [ceph-osd]=ceph-osd [ceph]=ceph-common
 )
 need=()
 for cmd in "${!pkg_of[@]}"; do command -v "$cmd" >/dev/null 2>&1 || need+=("${pkg_of[$cmd]}"); done

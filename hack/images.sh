@@ -623,7 +623,12 @@ RUN rm -f /etc/machine-id
 USER nova
 EOF
 )"
+# nova-libvirt also gets QEMU's block drivers, RBD among them, for volumes in Ceph
+# (cinder_backend_ceph): a layer of its own, like cinder-volume's Ceph client.
 add nova-libvirt "$(inter kolla-base)" "$(cat <<EOF
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-block-extra \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
 $(configure_user nova qemu)
 RUN rm -f /etc/libvirt/qemu/networks/default.xml /etc/libvirt/qemu/networks/autostart/default.xml
 $(install_file $K/nova/nova-libvirt/extend_start.sh /usr/local/bin/kolla_extend_start 644)

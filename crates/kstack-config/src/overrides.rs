@@ -428,16 +428,39 @@ fn classify(catalog: &Catalog, path: &str) -> Use {
 /// keyring when Cinder stores volumes in Ceph (kolla-ansible's layout).
 pub fn verbatim_files(globals: &Globals) -> Vec<String> {
     match &globals.cinder_ceph {
-        Some(ceph) if globals.is_enabled("cinder") => vec![ceph.conf_file(), ceph.keyring_file()],
-        _ => Vec::new(),
+        Some(ceph) => vec![ceph.conf_file(), ceph.keyring_file()],
+        None => Vec::new(),
     }
 }
 
-/// Errors for the [`verbatim_files`] that are missing.
+/// The cephx key of a Ceph keyring (`key = <base64>` in the client's section).
+pub fn keyring_key(keyring: &str) -> Option<String> {
+    keyring.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "key" && !v.trim().is_empty()).then(|| v.trim().to_owned())
+    })
+}
+
+/// Errors for the [`verbatim_files`] that are missing, and for a keyring without a key.
 pub fn check_verbatim(globals: &Globals, overrides: &BTreeMap<String, Vec<u8>>) -> Vec<Diag> {
     let Some(ceph) = &globals.cinder_ceph else {
         return Vec::new();
     };
+    let keyring = ceph.keyring_file();
+    let keyless = overrides
+        .get(&keyring)
+        .filter(|b| keyring_key(&String::from_utf8_lossy(b)).is_none())
+        .map(|_| {
+            Diag::new(
+                Severity::Error,
+                &format!("{DIR}/{keyring}"),
+                "the keyring holds no `key = ...` line",
+            )
+            .help(format!(
+                "copy the whole keyring of `client.{}` as `ceph auth get client.{}` prints it",
+                ceph.user, ceph.user
+            ))
+        });
     verbatim_files(globals)
         .into_iter()
         .filter(|path| !overrides.contains_key(path))
@@ -462,6 +485,7 @@ pub fn check_verbatim(globals: &Globals, overrides: &BTreeMap<String, Vec<u8>>) 
                 "copy here {what}, or set `cinder_backend_ceph: \"no\"`"
             ))
         })
+        .chain(keyless)
         .collect()
 }
 

@@ -464,6 +464,26 @@ fn cinder_in_ceph_needs_the_operators_ceph_files_and_names_each_missing_one() {
 }
 
 #[test]
+fn a_keyring_without_a_key_is_an_error_naming_it() {
+    let mut s = ceph_sources(
+        "enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n",
+        true,
+    );
+    s.overrides.insert(
+        "cinder/cinder-volume/ceph.client.cinder.keyring".into(),
+        b"[client.cinder]\n\tcaps mon = \"profile rbd\"\n".to_vec(),
+    );
+    let loaded = load(&s);
+    assert!(loaded.config.is_none());
+    let d = loaded.diagnostics.iter().find(|d| d.is_error()).unwrap();
+    assert_eq!(
+        d.file,
+        "config/cinder/cinder-volume/ceph.client.cinder.keyring"
+    );
+    assert!(d.message.contains("no `key = ...` line"), "{d}");
+}
+
+#[test]
 fn ceph_files_without_the_setting_are_unused_and_warned_about() {
     let loaded = load(&ceph_sources("enable_cinder: \"yes\"\n", true));
     let config = loaded.config.expect("loads");

@@ -102,6 +102,18 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
+    // The server step attached a volume in Ceph to the running server (QEMU through librbd,
+    // with the key libvirt holds); deleting the server released it.
+    let server = steps
+        .iter()
+        .find(|s| s["step"] == "server")
+        .context("server step")?;
+    assert!(
+        server["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("volume attached (in-use)")),
+        "{server}"
+    );
     eprintln!(
         "kstack verify: {}",
         steps

@@ -1170,6 +1170,13 @@ impl Globals {
         for (svc, on) in &enabled {
             vars.insert(format!("enable_{svc}"), Value::Bool(*on));
         }
+        // Cinder's Ceph backend only exists with Cinder (as in kolla-ansible); what depends on
+        // it (catalog `when`, templates) sees that.
+        let cinder_ceph = cinder_ceph.filter(|_| enabled.get("cinder").copied().unwrap_or(false));
+        vars.insert(
+            "cinder_backend_ceph".into(),
+            Value::Bool(cinder_ceph.is_some()),
+        );
 
         Ok(Globals {
             openstack_release,
@@ -1641,7 +1648,15 @@ mod tests {
     fn cinder_in_ceph_takes_kolla_ansibles_names_and_defaults() {
         let g = Globals::from_vars(&vars(json!({}))).unwrap();
         assert_eq!(g.cinder_ceph, None);
+        // Without Cinder the setting has no effect.
         let g = Globals::from_vars(&vars(json!({ "cinder_backend_ceph": "yes" }))).unwrap();
+        assert_eq!(g.cinder_ceph, None);
+        assert_eq!(g.vars["cinder_backend_ceph"], json!(false));
+        let g = Globals::from_vars(&vars(
+            json!({ "cinder_backend_ceph": "yes", "enable_cinder": "yes" }),
+        ))
+        .unwrap();
+        assert_eq!(g.vars["cinder_backend_ceph"], json!(true));
         let ceph = g.cinder_ceph.unwrap();
         assert_eq!(
             (

@@ -347,6 +347,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/nova/libvirt-sasl-user.sh.j2"),
     ),
     (
+        "nova/libvirt-ceph-secret.xml.j2",
+        include_str!("../templates/nova/libvirt-ceph-secret.xml.j2"),
+    ),
+    (
+        "nova/libvirt-ceph-secret.key.j2",
+        include_str!("../templates/nova/libvirt-ceph-secret.key.j2"),
+    ),
+    (
         "openvswitch/ovs-bridges.sh.j2",
         include_str!("../templates/openvswitch/ovs-bridges.sh.j2"),
     ),
@@ -902,7 +910,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     );
     // Cinder's volumes in Ceph: the cluster's configuration as the operator copied it into
     // the config directory, and the client's keyring, which is secret.
-    let ceph = g.cinder_ceph.as_ref().filter(|_| g.is_enabled("cinder"));
+    let ceph = g.cinder_ceph.as_ref();
     let verbatim = |path: String| {
         config
             .overrides
@@ -919,11 +927,17 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         secret.insert("transport_url".to_owned(), Arc::from(url));
     }
     if let Some(ceph) = ceph {
-        m.remove("cinder_ceph_keyring");
-        secret.insert(
-            "cinder_ceph_keyring".to_owned(),
-            Arc::from(verbatim(ceph.keyring_file())),
-        );
+        let keyring = verbatim(ceph.keyring_file());
+        // The client's cephx key, which libvirt holds as the secret nova's rbd_secret_uuid
+        // names, so QEMU can open the volumes nova attaches.
+        let key = kstack_config::overrides::keyring_key(&keyring).unwrap_or_default();
+        for (name, value) in [
+            ("cinder_ceph_keyring", keyring.clone()),
+            ("cinder_ceph_key", key),
+        ] {
+            m.remove(name);
+            secret.insert(name.to_owned(), Arc::from(value));
+        }
     }
     TemplateContext {
         plain: m,

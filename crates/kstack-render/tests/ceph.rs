@@ -88,8 +88,6 @@ fn cinder_volume_gets_the_operators_ceph_files_and_an_rbd_backend() {
         "rbd_pool = volumes\n",
         "rbd_user = cinder\n",
         "rbd_ceph_conf = /etc/ceph/ceph.conf\n",
-        "rbd_keyring_conf = /etc/ceph/ceph.keyring\n",
-        "rbd_cluster_name = ceph\n",
         "rbd_secret_uuid = ",
     ] {
         assert!(
@@ -109,6 +107,55 @@ fn cinder_volume_gets_the_operators_ceph_files_and_an_rbd_backend() {
             "{service}"
         );
     }
+}
+
+#[test]
+fn libvirt_holds_the_clients_key_as_the_secret_nova_names() {
+    let config = ceph_on();
+    let uuid = config
+        .passwords
+        .get("cinder_rbd_secret_uuid")
+        .unwrap()
+        .to_owned();
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let libvirt = container(&files, "nova-libvirt");
+    let secret = |name: &str| {
+        libvirt
+            .files
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap()
+            .secret
+    };
+    let xml = content(libvirt, "libvirt-ceph-secret.xml");
+    assert!(
+        xml.contains(&format!("<uuid>{uuid}</uuid>")) && xml.contains("<usage type=\"ceph\">"),
+        "{xml}"
+    );
+    assert_eq!(
+        content(libvirt, "libvirt-ceph-secret.key"),
+        "AQBxTbRdvsG3JxAA+mYGYlnJrHd64fc5Yx1tuQ=="
+    );
+    let script = content(libvirt, "libvirt-sasl-user.sh");
+    assert!(
+        script.contains("virsh secret-define /var/lib/kolla/config_files/libvirt-ceph-secret.xml")
+            && script.contains(&format!("virsh secret-set-value --secret {uuid} --file")),
+        "{script}"
+    );
+    // The uuid comes from passwords.yml, the key from the keyring: all three files are secret.
+    for name in [
+        "libvirt-ceph-secret.xml",
+        "libvirt-ceph-secret.key",
+        "libvirt-sasl-user.sh",
+    ] {
+        assert!(secret(name), "{name}");
+    }
+    let compute = content(container(&files, "nova-compute"), "nova.conf");
+    assert!(
+        compute.contains("rbd_user = cinder\n")
+            && compute.contains(&format!("rbd_secret_uuid = {uuid}\n")),
+        "{compute}"
+    );
 }
 
 #[test]
@@ -170,4 +217,13 @@ fn without_the_setting_cinder_has_no_ceph_backend() {
         !conf.contains("enabled_backends =") && !conf.contains("rbd_"),
         "{conf}"
     );
+    let libvirt = container(&files, "nova-libvirt");
+    assert!(
+        libvirt
+            .files
+            .iter()
+            .all(|f| !f.name.starts_with("libvirt-ceph"))
+    );
+    assert!(!content(libvirt, "libvirt-sasl-user.sh").contains("virsh secret"));
+    assert!(!content(container(&files, "nova-compute"), "nova.conf").contains("rbd_"));
 }

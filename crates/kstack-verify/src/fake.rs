@@ -62,6 +62,8 @@ pub struct FakeState {
     pub volumes: BTreeMap<String, u32>,
     /// Volumes go to `error` (no backend took them).
     pub volume_error: bool,
+    /// Volume id → the server it is attached to (in-use).
+    pub attached: BTreeMap<String, String>,
     /// The catalog has no `block-storage` endpoint (cinder-api never registered).
     pub no_volume: bool,
     deleted_stacks: BTreeSet<String>,
@@ -492,8 +494,24 @@ async fn handle(
                 None => not_found("server"),
             }
         }
+        ("POST", ["compute", "v2.1", "servers", id, "os-volume_attachments"]) => {
+            let volume = json_body["volumeAttachment"]["volumeId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if !st.servers.contains_key(*id) || !st.volumes.contains_key(&volume) {
+                return not_found("server or volume");
+            }
+            st.attached.insert(volume.clone(), (*id).to_owned());
+            reply(
+                200,
+                json!({ "volumeAttachment": { "volumeId": volume, "serverId": id } }),
+            )
+        }
         ("DELETE", ["compute", "v2.1", "servers", id]) => {
             if st.servers.remove(*id).is_some() {
+                // Deleting a server releases its volumes.
+                st.attached.retain(|_, server| server != id);
                 reply(204, Value::Null)
             } else {
                 not_found("server")
@@ -513,13 +531,16 @@ async fn handle(
         }
         ("GET", ["volume", "v3", "volumes", id]) => {
             let error = st.volume_error;
+            let in_use = st.attached.contains_key(*id);
             match st.volumes.get_mut(*id) {
                 Some(polls) => {
                     *polls += 1;
-                    let status = match (error, *polls < 2) {
-                        (true, _) => "error",
-                        (false, true) => "creating",
-                        (false, false) => "available",
+                    let creating = *polls < 2;
+                    let status = match (error, creating, in_use) {
+                        (true, _, _) => "error",
+                        (false, true, _) => "creating",
+                        (false, false, true) => "in-use",
+                        (false, false, false) => "available",
                     };
                     reply(200, json!({ "volume": { "id": id, "status": status } }))
                 }
@@ -527,6 +548,12 @@ async fn handle(
             }
         }
         ("DELETE", ["volume", "v3", "volumes", id]) => {
+            if st.attached.contains_key(*id) {
+                return reply(
+                    400,
+                    json!({ "badRequest": { "code": 400, "message": "Volume status must be available or error" } }),
+                );
+            }
             if st.volumes.remove(*id).is_some() {
                 reply(202, Value::Null)
             } else {

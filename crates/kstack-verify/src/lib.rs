@@ -202,7 +202,8 @@ pub enum Step {
     Network,
     /// A flavor (1 vCPU, 128 MiB RAM, 1 GiB disk).
     Flavor,
-    /// A server on that image, flavor and network: ACTIVE, then deleted and gone.
+    /// A server on that image, flavor and network: ACTIVE (with Cinder, a volume attached to
+    /// it), then deleted and gone (and the volume available again, then deleted).
     Server,
     /// A Heat stack: CREATE_COMPLETE, then deleted. With heat-api-cfn it has a wait condition,
     /// signalled through the pre-signed URL Heat makes for it.
@@ -265,7 +266,7 @@ impl Step {
             Step::Image => &["glance"],
             Step::Network => &["neutron"],
             Step::Flavor => &["nova"],
-            Step::Server => &["nova"],
+            Step::Server => &["nova", "cinder"],
             Step::Stack => &["heat"],
             Step::Horizon => &["horizon"],
             Step::Volume => &["cinder"],

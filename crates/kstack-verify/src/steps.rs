@@ -674,6 +674,14 @@ impl<'a> Run<'a> {
             tokio::time::sleep(self.s.poll_interval).await;
         }
         let active = secs(booted);
+        // With Cinder, a volume attached to the running server, which its deletion releases (a
+        // detach from a running guest waits for the guest to let the device go).
+        let volume = if self.s.project_enabled("cinder") {
+            let cinder = self.endpoint(self.user()?, "block-storage")?;
+            Some(self.attach_volume(&token, &cinder, &url).await?)
+        } else {
+            None
+        };
         let deleting = Instant::now();
         self.api
             .call(Method::DELETE, &url, Some(&token), Body::None)
@@ -682,9 +690,19 @@ impl<'a> Run<'a> {
             .await
             .map_err(Failure::check)?;
         self.forget(&url);
+        let gone = secs(deleting);
+        let attached = match volume {
+            Some((volume, t)) => {
+                self.wait_volume(&volume, &token, "available").await?;
+                self.delete_volume(&volume, &token).await?;
+                format!(
+                    "; a 1 GiB volume attached (in-use) after {t:.1} s, available again once the server was deleted"
+                )
+            }
+            None => String::new(),
+        };
         Ok(format!(
-            "ACTIVE after {active:.1} s; deleted and gone after {:.1} s",
-            secs(deleting)
+            "ACTIVE after {active:.1} s{attached}; deleted and gone after {gone:.1} s"
         ))
     }
 
@@ -692,56 +710,93 @@ impl<'a> Run<'a> {
         let user = self.user()?;
         let token = user.token.clone();
         let cinder = self.endpoint(user, "block-storage")?;
+        let created = Instant::now();
+        let (_, url) = self.new_volume(&token, &cinder).await?;
+        let available = secs(created);
+        let deleting = Instant::now();
+        self.delete_volume(&url, &token).await?;
+        Ok(format!(
+            "1 GiB volume available after {available:.1} s; deleted and gone after {:.1} s",
+            secs(deleting)
+        ))
+    }
+
+    /// Creates a 1 GiB volume as the user and waits until it is available; its id and URL.
+    async fn new_volume(&mut self, token: &str, cinder: &str) -> Result<(String, String), Failure> {
         let (_, v) = self
             .api
             .call(
                 Method::POST,
                 &format!("{cinder}/volumes"),
-                Some(&token),
+                Some(token),
                 Body::Json(&json!({ "volume": { "name": self.s.prefix, "size": 1 } })),
             )
             .await?;
         let id = id_of(&v["volume"], "volume")?;
         let url = format!("{cinder}/volumes/{id}");
         self.record(Kind::Volume, &id, url.clone(), Owner::User);
-        let created = Instant::now();
-        let deadline = created + self.s.timeout;
+        self.wait_volume(&url, token, "available").await?;
+        Ok((id, url))
+    }
+
+    /// Waits until the volume at `url` has status `want`; a status starting with `error` fails.
+    async fn wait_volume(&self, url: &str, token: &str, want: &str) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.s.timeout;
         loop {
             let (_, v) = self
                 .api
-                .call(Method::GET, &url, Some(&token), Body::None)
+                .call(Method::GET, url, Some(token), Body::None)
                 .await?;
-            match v["volume"]["status"].as_str().unwrap_or_default() {
-                "available" => break,
-                "error" => {
-                    return Err(Failure::check(format!(
-                        "volume {id} went to error (the scheduler found no backend, or the backend failed to create it)"
-                    )));
-                }
-                other => {
-                    if Instant::now() >= deadline {
-                        return Err(Failure::check(format!(
-                            "volume {id} not available after {:?} (status {other})",
-                            self.s.timeout
-                        )));
-                    }
-                }
+            let status = v["volume"]["status"].as_str().unwrap_or_default();
+            if status == want {
+                return Ok(());
+            }
+            if status.starts_with("error") {
+                return Err(Failure::check(format!(
+                    "volume {url} went to {status} (the scheduler found no backend, or the backend or the hypervisor failed)"
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::check(format!(
+                    "volume {url} not {want} after {:?} (status {status})",
+                    self.s.timeout
+                )));
             }
             tokio::time::sleep(self.s.poll_interval).await;
         }
-        let available = secs(created);
-        let deleting = Instant::now();
+    }
+
+    async fn delete_volume(&mut self, url: &str, token: &str) -> Result<(), Failure> {
         self.api
-            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .call(Method::DELETE, url, Some(token), Body::None)
             .await?;
-        crate::cleanup::wait_gone(&self.api, self.s, Kind::Volume, &url, &token)
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Volume, url, token)
             .await
             .map_err(Failure::check)?;
-        self.forget(&url);
-        Ok(format!(
-            "1 GiB volume available after {available:.1} s; deleted and gone after {:.1} s",
-            secs(deleting)
-        ))
+        self.forget(url);
+        Ok(())
+    }
+
+    /// Attaches a new volume to the running server at `server` (a compute URL) and waits until
+    /// Cinder says it is in use; the volume's URL and the seconds it took.
+    async fn attach_volume(
+        &mut self,
+        token: &str,
+        cinder: &str,
+        server: &str,
+    ) -> Result<(String, f64), Failure> {
+        let started = Instant::now();
+        let (id, url) = self.new_volume(token, cinder).await?;
+        self.api
+            .call(
+                Method::POST,
+                &format!("{server}/os-volume_attachments"),
+                Some(token),
+                Body::Json(&json!({ "volumeAttachment": { "volumeId": id } })),
+            )
+            .await?;
+        self.wait_volume(&url, token, "in-use").await?;
+        Ok((url, secs(started)))
     }
 
     async fn stack(&mut self) -> Result<String, Failure> {

@@ -166,6 +166,24 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
     let starts: Vec<&String> = events.iter().filter(|e| e.starts_with("start ")).collect();
     assert_eq!(starts.len(), 10);
     assert!(!everything(&report, &events).contains(ADMIN_PASSWORD));
+    // A volume was attached to the running server, released by its deletion, then deleted.
+    let server = &report.steps[6];
+    assert!(
+        server.detail.contains(
+            "a 1 GiB volume attached (in-use) after 0.0 s, available again once the server was deleted"
+        ),
+        "{}",
+        server.detail
+    );
+    assert!(st.attached.is_empty());
+    assert!(
+        st.calls
+            .iter()
+            .any(|c| c.starts_with("POST /compute/v2.1/servers/server-")
+                && c.ends_with("/os-volume_attachments")),
+        "{:?}",
+        st.calls
+    );
     // The volume was made, became available and was deleted by its own step.
     let volume = &report.steps[9];
     assert!(
@@ -272,7 +290,8 @@ async fn cleanup_errors_are_reported_without_hiding_the_first_failure() {
         "{}",
         failed.detail
     );
-    assert_eq!(failed.services, ["nova-api", "nova-compute"]);
+    // Cinder's too, since the server step attaches a volume when Cinder is there.
+    assert_eq!(failed.services, ["cinder-api", "nova-api", "nova-compute"]);
     // The server in ERROR was deleted, the flavor could not be, everything else was.
     let leftovers: Vec<&str> = report.leftovers().map(|c| c.resource.as_str()).collect();
     assert_eq!(leftovers.len(), 1, "{leftovers:?}");
@@ -611,7 +630,8 @@ async fn a_refused_wait_condition_signal_fails_the_stack_step_without_its_signat
 async fn a_volume_that_goes_to_error_fails_the_volume_step_and_is_deleted() {
     let fake = fake::start().await;
     fake.lock().unwrap().volume_error = true;
-    let s = settings(&fake, &[]);
+    // Without nova, the volume step is the first to make a volume.
+    let s = settings(&fake, &["nova"]);
     let (report, _) = verify(&s).await;
     assert!(!report.passed);
     let failed = report.failed_step().unwrap();
@@ -623,6 +643,26 @@ async fn a_volume_that_goes_to_error_fails_the_volume_step_and_is_deleted() {
     assert_eq!(report.cleanup[0].result, Outcome::Ok);
     let st = fake.lock().unwrap();
     assert_eq!(st.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_volume_that_cannot_be_attached_fails_the_server_step_and_both_are_deleted() {
+    let fake = fake::start().await;
+    fake.lock().unwrap().volume_error = true;
+    let s = settings(&fake, &[]);
+    let (report, _) = verify(&s).await;
+    let failed = report.failed_step().unwrap();
+    assert_eq!(failed.step, Step::Server);
+    assert!(failed.detail.contains("went to error"), "{}", failed.detail);
+    assert_eq!(failed.services, ["cinder-api", "nova-api", "nova-compute"]);
+    let cleaned: Vec<&str> = report
+        .cleanup
+        .iter()
+        .map(|c| c.resource.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(&cleaned[..2], ["volume", "server"]);
+    assert!(report.cleanup.iter().all(|c| c.result == Outcome::Ok));
+    assert_eq!(fake.lock().unwrap().leftovers(), Vec::<String>::new());
 }
 
 #[tokio::test]
