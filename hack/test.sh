@@ -5,6 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Test binaries in a shared target directory outlive the checkout they were compiled in (cargo
+# does not rebuild one because the checkout moved), so whatever a test finds by path is found in
+# this checkout at run time: insta's snapshots by INSTA_WORKSPACE_ROOT, hack/ scripts by the
+# CARGO_MANIFEST_DIR that cargo sets when it runs a test.
+export INSTA_WORKSPACE_ROOT=$PWD
+# A failing test's message, not an error's async backtrace, is what the end of a log should show:
+# anyhow's backtraces are off (RUST_LIB_BACKTRACE=0), a panic's stay as RUST_BACKTRACE says, and
+# `tests` repeats every failure's message after the run.
+export RUST_LIB_BACKTRACE=0
+tests() {
+  local log
+  log=$(mktemp -t kstack-tests.XXXXXX.log)
+  if "$@" 2>&1 | tee "$log"; then rm -f "$log"; return 0; fi
+  echo "== what failed in: $* (whole output: $log)"
+  awk '/^Error: |panicked at /{p=1} /^[Ss]tack backtrace:/{p=0} p' "$log" | head -n 80
+  grep -E '^    [a-z_0-9:]+$|^test result: FAILED' "$log" | tail -n 20
+  return 1
+}
+
 # The cloud's images (cached by their inputs) build in the background while the compilers run:
 # the real-node end-to-end test needs them, and the same images rebuilt under a second tag for
 # its upgrade. Their logs are kept for a failure; each one's last line is its output directory.
@@ -20,7 +39,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== unit, snapshot and CLI tests"
-cargo test --workspace --exclude kstack-e2e
+tests cargo test --workspace --exclude kstack-e2e
 echo "== end-to-end test binaries, on the build above"
 e2e_build=$(cargo test -p kstack-e2e --no-run 2>&1) || { echo "$e2e_build" >&2; exit 1; }
 rebuilt=$(sed -n 's/^ *Compiling \([^ ]*\) .*/\1/p' <<<"$e2e_build" | grep -v '^kstack' || true)
@@ -83,7 +102,7 @@ bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 bash hack/devcluster.sh import "$(tail -n 1 "$next_log")"
 export KSTACK_E2E_NEXT_TAG=$next_tag
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
-cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
+tests cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
 
 echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"
 cargo build -q --bin kstack
@@ -101,5 +120,5 @@ echo "== the single node on a Docker engine: deploy, verify, reconfigure one ser
 # After the Kubernetes tests: both clouds would use the node's ports. The engine keeps the
 # loaded images under ~/.cache/kstack/compose-docker for the next run.
 eval "$(bash hack/docker.sh up "$(tail -n 1 "$images_log")" | grep '^export ')"
-KSTACK_E2E_DOCKER=1 cargo test -p kstack-e2e --test compose_node -- --nocapture
+KSTACK_E2E_DOCKER=1 tests cargo test -p kstack-e2e --test compose_node -- --nocapture
 bash hack/docker.sh down

@@ -17,6 +17,17 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Config};
 use serde_json::json;
 
+/// A script of the checkout's `hack/` folder. The checkout is the one `cargo test` runs in (its
+/// `CARGO_MANIFEST_DIR` at run time), not the one the test binary was compiled in: cargo reuses
+/// a shared target directory's binaries across checkouts at other paths, and a path fixed at
+/// compile time would name a checkout that may be gone.
+pub fn hack_script(name: &str) -> std::path::PathBuf {
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    crate_dir.join("../../hack").join(name)
+}
+
 /// A client for the cluster named by `KSTACK_E2E_KUBECONFIG`.
 pub async fn client() -> anyhow::Result<Client> {
     let path = std::env::var("KSTACK_E2E_KUBECONFIG").context(

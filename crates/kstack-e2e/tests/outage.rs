@@ -72,9 +72,9 @@ async fn a_deploy_rides_out_the_api_server_killed_for_30_seconds() -> anyhow::Re
     anyhow::ensure!(killed.success(), "kill -9 {pid} failed");
     let down_at = tokio::time::Instant::now();
     tokio::time::sleep(OUTAGE).await;
-    let hack = concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack/devcluster.sh");
     let up = tokio::process::Command::new("bash")
-        .args([hack, "up"])
+        .arg(kstack_e2e::hack_script("devcluster.sh"))
+        .arg("up")
         .stdout(Stdio::null())
         .output()
         .await?;

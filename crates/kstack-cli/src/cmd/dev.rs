@@ -59,11 +59,17 @@ enum Action {
     Kubeconfig,
 }
 
+/// The `hack/` script `name`: from `KSTACK_HACK_DIR`, else from the checkout `cargo run` runs
+/// in (its `CARGO_MANIFEST_DIR` at run time: a shared target directory's binary may have been
+/// compiled in another checkout, since gone), else from the checkout it was compiled in.
 fn script(name: &str) -> PathBuf {
-    match std::env::var_os("KSTACK_HACK_DIR") {
-        Some(dir) => PathBuf::from(dir).join(name),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack")).join(name),
+    if let Some(dir) = std::env::var_os("KSTACK_HACK_DIR") {
+        return PathBuf::from(dir).join(name);
     }
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    crate_dir.join("../../hack").join(name)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -33,7 +33,7 @@ pub async fn ceph_for_cinder(client: &kube::Client, cloud: &Cloud) -> anyhow::Re
         .find(|a| a.type_ == "InternalIP")
         .map(|a| a.address)
         .context("the real node has no InternalIP")?;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/ceph.sh");
+    let script = kstack_e2e::hack_script("ceph.sh");
     let dir = cloud.dir.path().to_str().context("config dir path")?;
     for args in [["up", address.as_str()], ["config", dir]] {
         let out = tokio::process::Command::new("bash")
