@@ -44,7 +44,9 @@ install_ceph() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ceph-mon ceph-osd ceph-common >/dev/null
 }
 
-running() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+# shellcheck source=hack/pidfile.sh
+. "$(dirname "$0")/pidfile.sh"
+running() { [ -n "$(pid_in "$DIR/$1.pid")" ]; }
 
 up() {
     local address=$1
@@ -130,13 +132,7 @@ config() {
 
 down_quietly() {
     local name
-    for name in osd.0 mon.a; do
-        if running "$name"; then
-            kill "$(cat "$DIR/$name.pid")" 2>/dev/null || true
-            for _ in $(seq 30); do running "$name" || break; sleep 0.2; done
-            running "$name" && kill -9 "$(cat "$DIR/$name.pid")" 2>/dev/null || true
-        fi
-    done
+    for name in osd.0 mon.a; do stop_pid_in "$DIR/$name.pid" 6; done
     rm -rf "$DIR"
 }
 

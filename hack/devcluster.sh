@@ -34,8 +34,10 @@ ROLE_PREFIX=${KSTACK_ROLE_LABEL_PREFIX:-kstack.io/role-}
 say() { echo "kstack dev: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-pid_of() { [ -f "$DIR/pids/$1" ] && cat "$DIR/pids/$1" || true; }
-alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+# shellcheck source=hack/pidfile.sh
+. "$HERE/pidfile.sh"
+pid_of() { pid_in "$DIR/pids/$1"; }
+alive() { [ -n "$(pid_of "$1")" ]; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -54,20 +56,15 @@ healthy() {
   esac
 }
 
-stop_one() {
-  local p; p=$(pid_of "$1")
-  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-    kill "$p" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  fi
-  rm -f "$DIR/pids/$1"
-}
+stop_one() { stop_pid_in "$DIR/pids/$1" 5; }
 
 stop_all() { # stop_all [--purge]: stops every process; --purge also deletes the cluster's data
   local c
-  # A Ceph cluster started on the real node's address (hack/ceph.sh) goes with the node.
-  if [ -d /run/kstack-ceph ]; then bash "$HERE/ceph.sh" down; fi
+  # A Ceph cluster started on the real node's address (hack/ceph.sh) goes with the node, when
+  # the node is this cluster's.
+  if [ -d /run/kstack-ceph ] && [ "$(cat /run/kstack-real-node.owner 2>/dev/null)" = "$DIR" ]; then
+    bash "$HERE/ceph.sh" down
+  fi
   KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down "$@"
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$c"; done
   if [ "${1:-}" = --purge ]; then rm -rf "$DIR/etcd-data"; fi

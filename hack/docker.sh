@@ -60,17 +60,10 @@ node_address_up() {
 
 running() { [ -S "$SOCK" ] && DOCKER_HOST=unix://$SOCK docker info >/dev/null 2>&1; }
 
+# shellcheck source=hack/pidfile.sh
+. "$(dirname "$0")/pidfile.sh"
 # Stops the daemon whose pid file is $1, waiting up to 30 s.
-stop_pidfile() {
-    local pidfile=$1 pid
-    [ -f "$pidfile" ] || return 0
-    pid=$(cat "$pidfile")
-    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
-        for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    fi
-    rm -f "$pidfile"
-}
+stop_pidfile() { stop_pid_in "$1" 30; }
 
 # Compose v2 from the Go module proxy, built once per version (the Go build cache and the
 # module cache stay under ~/.cache/kstack for the next build).

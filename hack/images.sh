@@ -51,6 +51,8 @@ KEEP=${KSTACK_IMAGES_KEEP:-4}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE=$ROOT/hack/images
+# shellcheck source=hack/pidfile.sh
+. "$ROOT/hack/pidfile.sh"
 CACHE=${KSTACK_CACHE:-$HOME/.cache/kstack}
 RESULTS=$CACHE/images
 WHEELHOUSE=$CACHE/wheelhouse
@@ -219,14 +221,8 @@ cleanup() {
     [ -n "$FETCH_PID" ] && kill "$FETCH_PID" 2>/dev/null
     [ -n "$WHEELBUILD_PID" ] && kill "$WHEELBUILD_PID" 2>/dev/null
     # The daemons were started by this run (under its lock); their pidfiles say which they are.
-    local pid name
-    for name in dockerd containerd; do
-        pid=$(cat "$RUN_DIR/$name.pid" 2>/dev/null)
-        if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
-            for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-        fi
-        rm -f "$RUN_DIR/$name.pid"
-    done
+    local name
+    for name in dockerd containerd; do stop_pid_in "$RUN_DIR/$name.pid" 30; done
     # dockerd leaves its network namespace file and the private mount of its data root behind.
     mountpoint -q "$RUN_DIR/exec/netns/default" 2>/dev/null && umount "$RUN_DIR/exec/netns/default"
     mountpoint -q "$DOCKER_ROOT" 2>/dev/null && umount "$DOCKER_ROOT"
@@ -239,14 +235,9 @@ trap 'exit 130' INT TERM
 # Stops a daemon a crashed earlier run left behind (its pidfile is under our run dir).
 stop_stale() {
     local pidfile=$1 pid
-    [ -f "$pidfile" ] || return 0
-    pid=$(cat "$pidfile")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        echo "stopping $(cat "/proc/$pid/comm" 2>/dev/null) $pid left by an earlier run"
-        kill "$pid"
-        for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    fi
-    rm -f "$pidfile"
+    pid=$(pid_in "$pidfile")
+    [ -n "$pid" ] && echo "stopping $(cat "/proc/$pid/comm" 2>/dev/null) $pid left by an earlier run"
+    stop_pid_in "$pidfile" 30
 }
 start_daemons() {
     stop_stale "$RUN_DIR/dockerd.pid"

@@ -39,8 +39,10 @@ PROCS="coredns kube-proxy kubelet containerd"
 
 say() { echo "kstack dev: $*" >&2; }
 die() { say "$*"; exit 1; }
-pid_of() { [ -f "$R/pids/$1" ] && cat "$R/pids/$1" || true; }
-alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+# shellcheck source=hack/pidfile.sh
+. "$HERE/pidfile.sh"
+pid_of() { pid_in "$R/pids/$1"; }
+alive() { [ -n "$(pid_of "$1")" ]; }
 
 preflight() {
   local missing=() b
@@ -65,7 +67,7 @@ preflight() {
   if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ] && [ -d "$(cat "$OWNER_FILE")/real/pids" ]; then
     local other; other=$(cat "$OWNER_FILE")
     for p in "$other"/real/pids/*; do
-      [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null && {
+      [ -n "$(pid_in "$p")" ] && {
         say "another dev cluster's real node is running (state in $other); only one real node fits on a machine."
         say "stop it first: KSTACK_DEV_DIR=$other kstack dev down   (or start this one with --real-nodes 0)"
         return 1; }
@@ -417,15 +419,7 @@ cmd_up() {
   say "real node $NODE Ready in $((SECONDS - t0))s (node IP $NODE_IP, role labels ${ROLE_PREFIX}*; logs in $R/logs)"
 }
 
-stop_proc() {
-  local p; p=$(pid_of "$1")
-  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-    kill "$p" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  fi
-  rm -f "$R/pids/$1"
-}
+stop_proc() { stop_pid_in "$R/pids/$1" 5; }
 
 cmd_down() {
   [ -d "$R" ] || [ -f "$OWNER_FILE" ] || return 0

@@ -81,5 +81,20 @@ else
   dev down --purge >/dev/null 2>&1
 fi
 
+# 8. A pid file that outlived its process (a killed run, a machine started from a copy of this
+#    disk) while the kernel gave its pid to another process: nothing signals that process.
+sleep 300 & VICTIM=$!
+mkdir -p "$T/dev8/pids"; echo "$VICTIM" >"$T/dev8/pids/kube-apiserver"
+. hack/pidfile.sh
+[ "$(pid_in "$T/dev8/pids/kube-apiserver")" = "$VICTIM" ]; result "a fresh pid file names its live process" $? "pid_in: $(pid_in "$T/dev8/pids/kube-apiserver")"
+touch -d '1 hour ago' "$T/dev8/pids/kube-apiserver"
+[ -z "$(pid_in "$T/dev8/pids/kube-apiserver")" ]; result "a pid file older than its pid's process names nothing" $? "pid_in: $(pid_in "$T/dev8/pids/kube-apiserver")"
+st=$(KSTACK_DEV_DIR=$T/dev8 KSTACK_DEV_PORT_BASE=27500 bash hack/devcluster.sh status 2>&1)
+grep -qE "kube-apiserver  *stopped" <<<"$st"; result "status calls the stale pid's component stopped" $? "$st"
+KSTACK_DEV_DIR=$T/dev8 KSTACK_DEV_PORT_BASE=27500 bash hack/devcluster.sh down >/dev/null 2>&1
+kill -0 "$VICTIM" 2>/dev/null && [ ! -e "$T/dev8/pids/kube-apiserver" ]
+result "down leaves the process alone and drops the stale pid file" $? "victim $VICTIM: $(kill -0 "$VICTIM" 2>&1 || echo gone); $(ls "$T/dev8/pids")"
+kill "$VICTIM" 2>/dev/null
+
 echo "devcluster failures: $passes passed, $fails failed"
 [ $fails -eq 0 ]
