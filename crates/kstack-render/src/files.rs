@@ -588,6 +588,26 @@ pub fn secret_values(passwords: &Passwords) -> Vec<&str> {
     v
 }
 
+/// Every secret kstack knows of the cloud: the [`secret_values`] of passwords.yml, and the
+/// cephx key of the Ceph client's keyring when Cinder stores volumes in Ceph. What `kstack logs`,
+/// `kstack verify` and the single node's reports redact from what services print.
+pub fn cloud_secret_values(config: &Config) -> Vec<String> {
+    let mut v: Vec<String> = secret_values(&config.passwords)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if let Some(ceph) = &config.globals.cinder_ceph {
+        let key = config
+            .overrides
+            .get(&ceph.keyring_file())
+            .and_then(|b| kstack_config::overrides::keyring_key(&String::from_utf8_lossy(b)));
+        v.extend(key);
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// The values of a container's env from passwords.yml (its `secret_env`), by env name: what
 /// both targets hand to the container only through a secret (a Secret, a 0600 env file).
 pub fn container_secret_env<'a>(
@@ -931,10 +951,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         // The client's cephx key, which libvirt holds as the secret nova's rbd_secret_uuid
         // names, so QEMU can open the volumes nova attaches.
         let key = kstack_config::overrides::keyring_key(&keyring).unwrap_or_default();
-        for (name, value) in [
-            ("cinder_ceph_keyring", keyring.clone()),
-            ("cinder_ceph_key", key),
-        ] {
+        for (name, value) in [("cinder_ceph_keyring", keyring), ("cinder_ceph_key", key)] {
             m.remove(name);
             secret.insert(name.to_owned(), Arc::from(value));
         }

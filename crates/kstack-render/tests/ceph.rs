@@ -227,3 +227,21 @@ fn without_the_setting_cinder_has_no_ceph_backend() {
     assert!(!content(libvirt, "libvirt-sasl-user.sh").contains("virsh secret"));
     assert!(!content(container(&files, "nova-compute"), "nova.conf").contains("rbd_"));
 }
+
+#[test]
+fn the_clients_key_is_among_the_secrets_that_reports_redact() {
+    let key = "AQBxTbRdvsG3JxAA+mYGYlnJrHd64fc5Yx1tuQ==";
+    let on = ceph_on();
+    let values = kstack_render::files::cloud_secret_values(&on);
+    assert!(values.iter().any(|v| v == key), "{} values", values.len());
+    for password in kstack_render::files::secret_values(&on.passwords) {
+        assert!(values.iter().any(|v| v == password));
+    }
+    // Without the setting the keyring is not the cloud's: nothing of it is a secret of kstack's.
+    let off = config(serde_json::json!({ "enable_cinder": "yes" }), true);
+    assert!(
+        !kstack_render::files::cloud_secret_values(&off)
+            .iter()
+            .any(|v| v == key)
+    );
+}

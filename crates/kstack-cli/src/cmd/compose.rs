@@ -123,7 +123,7 @@ pub fn deploy(
     }
     // A service may log a password; the report shows none.
     let redactor = Redactor::new(
-        kstack_render::files::secret_values(&config.passwords)
+        kstack_render::files::cloud_secret_values(&config)
             .into_iter()
             .map(Password::new),
     );

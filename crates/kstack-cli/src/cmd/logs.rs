@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let redactor = Redactor::new(
-        kstack_render::files::secret_values(&config.passwords)
+        kstack_render::files::cloud_secret_values(&config)
             .into_iter()
             .map(Password::new),
     );

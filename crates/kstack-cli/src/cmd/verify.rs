@@ -115,8 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    // A service may echo, and a pod log may carry, any value of passwords.yml.
-    let secrets: Vec<Password> = kstack_render::files::secret_values(&config.passwords)
+    // A service may echo, and a pod log may carry, any value of passwords.yml or the Ceph key.
+    let secrets: Vec<Password> = kstack_render::files::cloud_secret_values(&config)
         .into_iter()
         .map(Password::new)
         .collect();
