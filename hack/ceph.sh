@@ -51,8 +51,18 @@ running() { [ -n "$(pid_in "$DIR/$1.pid")" ]; }
 up() {
     local address=$1
     [ "$(id -u)" = 0 ] || die "needs root (it starts Ceph daemons); run it with sudo"
-    ip -o addr show | grep -q " inet $address/" \
-        || die "no interface of this machine has the address $address (for the dev cluster's real node, run \`bash hack/devcluster.sh up\` first: it puts 10.245.0.1 on kstack0)"
+    # The address list is read whole, a few times: a dump that interfaces changed under (pods
+    # starting or going away) ends with an error, and a pipe into `grep -q` may end early.
+    local addrs="" _
+    for _ in 1 2 3 4 5; do
+        addrs=$(ip -o -4 addr show 2>/dev/null || true)
+        case "$addrs" in *" inet $address/"*) break ;; esac
+        sleep 1
+    done
+    case "$addrs" in
+        *" inet $address/"*) ;;
+        *) die "no interface of this machine has the address $address (for the dev cluster's real node, run \`bash hack/devcluster.sh up\` first: it puts 10.245.0.1 on kstack0); its IPv4 addresses: $(awk '{print $2, $4}' <<<"$addrs" | tr '\n' ' ')" ;;
+    esac
     if running mon.a && running osd.0; then
         log "already running on $(awk '$1 == "mon_host" {print $3}' "$CONF")"
         return
