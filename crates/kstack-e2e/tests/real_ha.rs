@@ -141,6 +141,12 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let load = load.await?;
+    if !load.failures.is_empty() {
+        // What the APIs logged about it, before the test's namespace goes away.
+        for service in ["glance-api", "keystone", "nova-api"] {
+            eprintln!("{}", error_report(&pods, service).await);
+        }
+    }
     load.assert_clean("while a MariaDB and a RabbitMQ pod were replaced");
     let logs = service_logs(&pods, "mariadb").await?;
     assert!(
@@ -168,8 +174,16 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "creating project {project}: HTTP {}",
         resp.status()
     );
+    // mariadb-2 stops answering first: the other two go on without it (the services' writes
+    // go on too), so at the cut it is behind them and must not be the one to start the cluster.
+    let stopped = signal_servers(&pods, "mariadb", "mariadbd", "STOP", Some("mariadb-2")).await?;
+    assert_eq!(
+        stopped, 1,
+        "stopped {stopped} mariadbd processes in mariadb-2, not 1"
+    );
+    tokio::time::sleep(Duration::from_secs(30)).await;
     let restarts_before = restarts(&pods, "mariadb").await?;
-    let killed = kill_servers(&pods, "mariadb", "mariadbd").await?;
+    let killed = signal_servers(&pods, "mariadb", "mariadbd", "KILL", None).await?;
     assert_eq!(killed, 3, "killed {killed} mariadbd processes, not 3");
     let started = std::time::Instant::now();
     // The kubelet restarts each container; ready again means synced in a primary component.
@@ -187,7 +201,9 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    wait_ready(&client, &ns, "mariadb", 3, Duration::from_secs(600)).await?;
+    if let Err(e) = wait_ready(&client, &ns, "mariadb", 3, Duration::from_secs(600)).await {
+        anyhow::bail!("{e}\n{}", pod_report(&pods, "mariadb").await);
+    }
     let recovered = started.elapsed().as_secs_f64();
     let logs = service_logs(&pods, "mariadb").await?;
     let bootstrapped: Vec<&String> = logs
@@ -206,6 +222,21 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
             .collect::<Vec<_>>()
             .join("\n")
     );
+    let positions = logs[bootstrapped[0].as_str()]
+        .lines()
+        .rfind(|l| l.contains("this one is the most advanced"))
+        .unwrap_or_default()
+        .to_owned();
+    let seqnos = reported_seqnos(&positions);
+    let best = bootstrapped[0]
+        .trim_start_matches("mariadb-")
+        .parse::<u32>()?;
+    anyhow::ensure!(
+        matches!((seqnos.get(&2), seqnos.get(&best)), (Some(behind), Some(top)) if behind < top)
+            && seqnos.values().max() == seqnos.get(&best),
+        "mariadb-2 was stopped before the cut, so it is behind, and {} started the cluster: it must have the highest position, and mariadb-2 a lower one ({seqnos:?}): {positions}",
+        bootstrapped[0]
+    );
     // The row committed before the cut is there.
     let token = admin_token(&http, &keystone, &password).await?;
     let found: Value = http
@@ -222,7 +253,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "project {project} after the power cut: {found}"
     );
     eprintln!(
-        "every MariaDB server killed: the cluster was back in {recovered:.1} s from {}, with the project created before",
+        "every MariaDB server killed, mariadb-2 behind the others: the cluster was back in {recovered:.1} s from {}, with the project created before ({positions})",
         bootstrapped[0]
     );
 
@@ -422,6 +453,118 @@ async fn service_logs(
     Ok(out)
 }
 
+/// What a failure message needs to explain a service's pods: each container's state, restarts
+/// and readiness, and the last lines of its current and previous container's logs.
+async fn pod_report(pods: &Api<Pod>, service: &str) -> String {
+    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    let list = match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(l) => l.items,
+        Err(e) => return format!("listing the {service} pods: {e}"),
+    };
+    let mut out = Vec::new();
+    for p in list {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        for c in p
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+        {
+            out.push(format!(
+                "{name}/{}: ready {}, {} restarts, state {:?}, last state {:?}",
+                c.name, c.ready, c.restart_count, c.state, c.last_state
+            ));
+        }
+        for previous in [false, true] {
+            let params = LogParams {
+                previous,
+                tail_lines: Some(40),
+                ..LogParams::default()
+            };
+            let which = if previous { "previous" } else { "current" };
+            match pods.logs(&name, &params).await {
+                Ok(log) => out.push(format!("{name} ({which} container):\n{log}")),
+                Err(e) => out.push(format!("{name} ({which} container): no log: {e}")),
+            }
+        }
+    }
+    out.join("\n")
+}
+
+/// The sequence number each server reported, by ordinal, from the start script's line
+/// "every server reported (<ordinal> data <uuid> <seqno> <safe> ...)".
+fn reported_seqnos(line: &str) -> std::collections::BTreeMap<u32, i64> {
+    let inner = line
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inner, _)| inner)
+        .unwrap_or_default();
+    let words: Vec<&str> = inner.split_whitespace().collect();
+    let mut out = std::collections::BTreeMap::new();
+    for (i, w) in words.iter().enumerate() {
+        if words.get(i + 1) == Some(&"data")
+            && let (Ok(ordinal), Some(Ok(seqno))) =
+                (w.parse::<u32>(), words.get(i + 3).map(|s| s.parse::<i64>()))
+        {
+            out.insert(ordinal, seqno);
+        }
+    }
+    out
+}
+
+/// The error lines (and the tracebacks after them) that a service's pods logged, for a failure
+/// message.
+async fn error_report(pods: &Api<Pod>, service: &str) -> String {
+    let selector = format!("app.kubernetes.io/name={service}");
+    let list = match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(l) => l.items,
+        Err(e) => return format!("listing the {service} pods: {e}"),
+    };
+    let mut out = Vec::new();
+    for p in list {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let containers = p
+            .spec
+            .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+            .unwrap_or_else(Vec::new);
+        for container in containers {
+            let params = LogParams {
+                container: Some(container.clone()),
+                timestamps: true,
+                ..LogParams::default()
+            };
+            let log = match pods.logs(&name, &params).await {
+                Ok(log) => log,
+                Err(e) => {
+                    out.push(format!("{name}/{container}: no log: {e}"));
+                    continue;
+                }
+            };
+            let mut lines = Vec::new();
+            let mut after_error = 0;
+            for line in log.lines() {
+                if line.contains(" ERROR ") || line.contains("Traceback") {
+                    after_error = 30;
+                }
+                if after_error > 0 {
+                    lines.push(line);
+                    after_error -= 1;
+                }
+            }
+            let from = lines.len().saturating_sub(150);
+            out.push(format!(
+                "{name}/{container}: {} error lines{}",
+                lines.len(),
+                if lines.is_empty() {
+                    String::new()
+                } else {
+                    format!(":\n{}", lines[from..].join("\n"))
+                }
+            ));
+        }
+    }
+    out.join("\n")
+}
+
 /// Restart counts of a service's pods, by pod name.
 async fn restarts(
     pods: &Api<Pod>,
@@ -529,23 +672,31 @@ async fn wait_ready(
     }
 }
 
-/// Kills (SIGKILL) the process named `comm` in every pod of a service, on this host (the real
-/// node's): a process belongs to a pod when its cgroup path names the pod's UID.
-async fn kill_servers(pods: &Api<Pod>, service: &str, comm: &str) -> anyhow::Result<usize> {
+/// Sends `signal` (KILL, STOP) to the process named `comm` in the pods of a service (only pod
+/// `only` when given), on this host (the real node's): a process belongs to a pod when its
+/// cgroup path names the pod's UID. Returns how many processes got it.
+async fn signal_servers(
+    pods: &Api<Pod>,
+    service: &str,
+    comm: &str,
+    signal: &str,
+    only: Option<&str>,
+) -> anyhow::Result<usize> {
     let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
     let uids: Vec<String> = pods
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .into_iter()
+        .filter(|p| only.is_none() || p.metadata.name.as_deref() == only)
         .filter_map(|p| p.metadata.uid)
         .collect();
     let pids = processes(&uids, comm)?;
     for pid in &pids {
         let status = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
+            .args([format!("-{signal}"), pid.to_string()])
             .status()?;
-        anyhow::ensure!(status.success(), "kill -KILL {pid} failed");
+        anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     }
     Ok(pids.len())
 }
@@ -595,4 +746,14 @@ async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Res
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_positions_line_gives_each_servers_sequence_number() {
+    let line = "kstack-mariadb-start: every server reported (0 data 2c5d638c-e98b-11f1-b4f7-8a7643c40588 1383 0 1 empty 2 data 2c5d638c-e98b-11f1-b4f7-8a7643c40588 1374 1); this one is the most advanced: starting a new cluster from it";
+    assert_eq!(
+        reported_seqnos(line),
+        std::collections::BTreeMap::from([(0, 1383), (2, 1374)])
+    );
+    assert!(reported_seqnos("no positions here").is_empty());
 }
