@@ -16,7 +16,9 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 mod support;
-use support::{Apis, admin_password, admin_token, ceph_for_cinder, real_node, user_load};
+use support::{
+    Apis, admin_password, admin_token, ceph_for_cinder, real_node, reclaim_volumes, user_load,
+};
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
 /// default), central logging, and Cinder with its volumes in a Ceph cluster, with a longer step
@@ -28,6 +30,7 @@ const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_loggin
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
     let client = client().await?;
     let node = real_node(&client).await?;
+    reclaim_volumes(&client).await?;
 
     let cloud = Cloud::new(
         "kstack-real",

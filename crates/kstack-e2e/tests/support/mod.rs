@@ -17,6 +17,56 @@ pub async fn real_node(client: &kube::Client) -> anyhow::Result<String> {
     real.items[0].metadata.name.clone().context("node name")
 }
 
+/// Makes the real node's volumes whose claims went away with their namespace free again, and
+/// empty. The dev cluster's volumes are a fixed pool kept after their claims (reclaim policy
+/// Retain), so a few runs of the real-node tests on one cluster would otherwise use them all
+/// up. Touches only hostPath volumes under `/var/lib/kstack/volumes/`, on this host (the
+/// node's). Returns how many were freed.
+pub async fn reclaim_volumes(client: &kube::Client) -> anyhow::Result<usize> {
+    use kstack_k8s::api::core::v1::{Namespace, PersistentVolume};
+    let volumes: kube::Api<PersistentVolume> = kube::Api::all(client.clone());
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let mut freed = 0;
+    for pv in volumes
+        .list(&kube::api::ListParams::default().labels("kstack.io/real-node=true"))
+        .await?
+        .items
+    {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        if pv.status.and_then(|s| s.phase).as_deref() != Some("Released") {
+            continue;
+        }
+        let Some(spec) = pv.spec else { continue };
+        let Some(ns) = spec.claim_ref.and_then(|c| c.namespace) else {
+            continue;
+        };
+        let Some(path) = spec.host_path.map(|h| h.path) else {
+            continue;
+        };
+        if !path.starts_with("/var/lib/kstack/volumes/")
+            || path.contains("/../")
+            || namespaces.get_opt(&ns).await?.is_some()
+        {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("emptying volume {name} ({path})")),
+        }
+        volumes
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"spec": {"claimRef": null}})),
+            )
+            .await
+            .with_context(|| format!("freeing volume {name}"))?;
+        freed += 1;
+    }
+    Ok(freed)
+}
+
 /// Gives the cloud's Cinder a Ceph cluster, as an operator with an external one would: starts
 /// `hack/ceph.sh`'s cluster on the real node's address (pods on the node reach it there; a
 /// cluster already running is kept) and copies its `ceph.conf` and client keyring into the
