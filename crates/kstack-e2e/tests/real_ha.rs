@@ -254,6 +254,18 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         Some(1),
         "project {project} after the power cut: {found}"
     );
+    // A server whose transfer failed was stopped by its start script and joined again: say so.
+    for pod in logs.keys() {
+        let params = LogParams {
+            previous: true,
+            ..LogParams::default()
+        };
+        if let Ok(previous) = pods.logs(pod, &params).await
+            && previous.contains("Galera needs a restart of this server")
+        {
+            eprintln!("{pod}: its transfer failed; the start script restarted it, and it joined");
+        }
+    }
     eprintln!(
         "every MariaDB server killed, mariadb-2 behind the others: the cluster was back in {recovered:.1} s from {}, with the project created before ({positions})",
         bootstrapped[0]
