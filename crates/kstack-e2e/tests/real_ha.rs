@@ -454,7 +454,7 @@ async fn service_logs(
     service: &str,
 ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
     let mut out = std::collections::BTreeMap::new();
-    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    let selector = server_selector(service);
     for p in pods
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -467,13 +467,25 @@ async fn service_logs(
     Ok(out)
 }
 
+/// The label selector of a service's server pods (not its Jobs').
+fn server_selector(service: &str) -> String {
+    format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server")
+}
+
+/// The pods a label selector matches, or, for a failure message, why they could not be listed.
+async fn list_pods(pods: &Api<Pod>, selector: &str) -> Result<Vec<Pod>, String> {
+    pods.list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| format!("listing the pods of {selector}: {e}"))
+}
+
 /// What a failure message needs to explain a service's pods: each container's state, restarts
 /// and readiness, and the last lines of its current and previous container's logs.
 async fn pod_report(pods: &Api<Pod>, service: &str) -> String {
-    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
-    let list = match pods.list(&ListParams::default().labels(&selector)).await {
-        Ok(l) => l.items,
-        Err(e) => return format!("listing the {service} pods: {e}"),
+    let list = match list_pods(pods, &server_selector(service)).await {
+        Ok(list) => list,
+        Err(e) => return e,
     };
     let mut out = Vec::new();
     for p in list {
@@ -528,10 +540,9 @@ fn reported_seqnos(line: &str) -> std::collections::BTreeMap<u32, i64> {
 /// The error lines (and the tracebacks after them) that a service's pods logged, for a failure
 /// message.
 async fn error_report(pods: &Api<Pod>, service: &str) -> String {
-    let selector = format!("app.kubernetes.io/name={service}");
-    let list = match pods.list(&ListParams::default().labels(&selector)).await {
-        Ok(l) => l.items,
-        Err(e) => return format!("listing the {service} pods: {e}"),
+    let list = match list_pods(pods, &format!("app.kubernetes.io/name={service}")).await {
+        Ok(list) => list,
+        Err(e) => return e,
     };
     let mut out = Vec::new();
     for p in list {
@@ -584,7 +595,7 @@ async fn restarts(
     pods: &Api<Pod>,
     service: &str,
 ) -> anyhow::Result<std::collections::BTreeMap<String, i32>> {
-    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    let selector = server_selector(service);
     Ok(pods
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -696,7 +707,7 @@ async fn signal_servers(
     signal: &str,
     only: Option<&str>,
 ) -> anyhow::Result<usize> {
-    let selector = format!("app.kubernetes.io/name={service},app.kubernetes.io/component=server");
+    let selector = server_selector(service);
     let uids: Vec<String> = pods
         .list(&ListParams::default().labels(&selector))
         .await?
