@@ -1,6 +1,7 @@
 //! Replicated infrastructure on the dev cluster's real node: three MariaDB servers in one
 //! Galera cluster, three RabbitMQ nodes in one cluster, two memcached and two keystone, in real
-//! containers of the images `hack/images.sh` built, with glance and nova. Then, while a user
+//! containers of the images `hack/images.sh` built, with glance and nova. A row written through
+//! one server is there at once on another. Then, while a user
 //! issues tokens, creates and lists images and lists servers, one MariaDB and one RabbitMQ pod
 //! are deleted: no request fails and both rejoin. Then one MariaDB server stops answering and
 //! falls behind, and every server is killed at once (a power cut): the servers find the most
@@ -90,6 +91,17 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "the running RabbitMQ nodes"
     );
     eprintln!("galera: 3 servers synced in one cluster; rabbitmq: 3 running nodes in one cluster");
+
+    // Clients reach any server: a row one server committed is there at once on another (glance
+    // reads back the image it has just created on a second connection of its pool).
+    let (missed, rounds) = causal_reads(&cloud, &pods, 2000).await?;
+    assert_eq!(
+        missed, 0,
+        "{missed} of {rounds} rows written through mariadb-0 were missing from mariadb-1 right after"
+    );
+    eprintln!(
+        "galera: {rounds} rows written through mariadb-0, each read at once through mariadb-1: 0 missing"
+    );
 
     let addresses = kstack_kube::service_addresses(&client, &ns).await?;
     let ip = |svc: &str| {
@@ -750,28 +762,142 @@ fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
 }
 
 /// Evaluates an Erlang expression on the RabbitMQ node of `pod` with its rabbitmqctl, run
-/// from this host in the pod's namespaces as the rabbitmq user (as `kubectl exec` would).
+/// in the pod as the rabbitmq user.
 async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Result<String> {
-    let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
     // The node's VM started first; a health check's rabbitmq-diagnostics runs one too.
-    let pid = processes(&[uid], "beam.smp")?
+    let command = format!("rabbitmqctl -q eval '{expr}'");
+    run_in_pod(
+        pods,
+        pod,
+        "beam.smp",
+        &["su", "-s", "/bin/sh", "rabbitmq", "-c", &command],
+        &[],
+        "",
+    )
+    .await
+}
+
+/// Runs `args` in the namespaces of pod `pod`'s first process named `comm`, from this host (the
+/// real node's), as `kubectl exec` would, with `env` added to its environment (kept off its
+/// command line) and `stdin` as its input. Returns its standard output.
+async fn run_in_pod(
+    pods: &Api<Pod>,
+    pod: &str,
+    comm: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: &str,
+) -> anyhow::Result<String> {
+    use tokio::io::AsyncWriteExt;
+    let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
+    let pid = processes(&[uid], comm)?
         .into_iter()
         .min()
-        .with_context(|| format!("no RabbitMQ node runs in {pod}"))?;
-    let out = tokio::process::Command::new("nsenter")
+        .with_context(|| format!("no {comm} runs in {pod}"))?;
+    let mut child = tokio::process::Command::new("nsenter")
         .args(["-t", &pid.to_string(), "-m", "-u", "-i", "-n", "-p", "--"])
-        .args(["su", "-s", "/bin/sh", "rabbitmq", "-c"])
-        .arg(format!("rabbitmqctl -q eval '{expr}'"))
-        .output()
-        .await?;
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut input = child.stdin.take().context("stdin")?;
+    input.write_all(stdin.as_bytes()).await?;
+    drop(input);
+    let out = child.wait_with_output().await?;
     anyhow::ensure!(
         out.status.success(),
-        "rabbitmqctl eval on {pod}: {}{}",
+        "{} in {pod}: {}{}",
+        args.join(" "),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Writes `rounds` rows through mariadb-0, one at a time, each read through mariadb-1 right
+/// after its write returned, as a client of the `mariadb` Service whose two connections went to
+/// different servers would. Runs in a glance-api pod, with its Python and PyMySQL, as the
+/// database's root user. Returns how many rows the read missed, and the rounds.
+async fn causal_reads(cloud: &Cloud, pods: &Api<Pod>, rounds: u32) -> anyhow::Result<(u32, u32)> {
+    let ip = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .context("a MariaDB pod without an IP")
+    };
+    let (writer, reader) = (
+        ip(&pods.get("mariadb-0").await?)?,
+        ip(&pods.get("mariadb-1").await?)?,
+    );
+    let client = list_pods(pods, &server_selector("glance-api"))
+        .await
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .context("no glance-api pod")?;
+    let root = password(cloud, "database_password")?;
+    let rounds = rounds.to_string();
+    let out = run_in_pod(
+        pods,
+        &client,
+        "glance-api",
+        &[
+            "/var/lib/kolla/venv/bin/python3",
+            "-",
+            &writer,
+            &reader,
+            &rounds,
+        ],
+        &[("KSTACK_DB_PASSWORD", &root)],
+        CAUSAL_READS_PY,
+    )
+    .await?;
+    let mut numbers = out.split_whitespace().map(str::parse::<u32>);
+    match (numbers.next(), numbers.next()) {
+        (Some(Ok(missed)), Some(Ok(done))) => Ok((missed, done)),
+        _ => anyhow::bail!("the causal read probe printed {out:?}, not \"<missed> <rounds>\""),
+    }
+}
+
+/// The probe `causal_reads` runs: argv writer, reader, rounds; prints "<missed> <rounds>".
+const CAUSAL_READS_PY: &str = r#"
+import os, sys, time
+import pymysql
+
+writer, reader, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+
+def connect(host):
+    return pymysql.connect(host=host, port=3306, user="root",
+                           password=os.environ["KSTACK_DB_PASSWORD"], autocommit=True)
+
+
+def run(conn, sql, *args):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+w, r = connect(writer), connect(reader)
+run(w, "CREATE DATABASE IF NOT EXISTS kstack_probe")
+run(w, "CREATE TABLE IF NOT EXISTS kstack_probe.causal (id INT PRIMARY KEY)")
+run(w, "DELETE FROM kstack_probe.causal")
+for _ in range(100):
+    try:
+        run(r, "SELECT 1 FROM kstack_probe.causal LIMIT 1")
+        break
+    except pymysql.err.ProgrammingError:
+        time.sleep(0.1)
+missed = 0
+for i in range(rounds):
+    run(w, "INSERT INTO kstack_probe.causal (id) VALUES (%s)", i)
+    if run(r, "SELECT COUNT(*) FROM kstack_probe.causal WHERE id = %s", i)[0][0] != 1:
+        missed += 1
+run(w, "DROP DATABASE kstack_probe")
+print(missed, rounds)
+"#;
 
 #[test]
 fn the_positions_line_gives_each_servers_sequence_number() {

@@ -461,3 +461,31 @@ fn the_clustered_stores_start_scripts_are_valid_bash_and_list_every_peer() {
         }
     }
 }
+
+#[test]
+fn a_galera_clusters_reads_see_the_writes_any_server_committed_and_a_single_server_does_not_wait() {
+    for (n, waits) in [(1u32, false), (3, true)] {
+        let mut globals = Globals::default();
+        globals.replicas.insert("mariadb".into(), n);
+        let config = Config::from_parts(
+            globals,
+            kstack_config::testing::passwords(1),
+            Default::default(),
+            Catalog::builtin().unwrap(),
+        );
+        let files = render_files(&config, Target::Kubernetes).unwrap();
+        let galera = file(&files, "mariadb", "galera.cnf");
+        assert_eq!(
+            galera.lines().any(|l| l == "wsrep_sync_wait = 1"),
+            waits,
+            "{n} servers:\n{galera}"
+        );
+        // The setting sits in the server's section, before the next one starts.
+        let mysqld = galera
+            .split("[mysqld]")
+            .nth(1)
+            .and_then(|s| s.split("\n[").next())
+            .unwrap();
+        assert_eq!(mysqld.contains("wsrep_sync_wait = 1\n"), waits, "{galera}");
+    }
+}
