@@ -763,24 +763,11 @@ async fn upgrade_without_a_failed_request(
     client: &kube::Client,
 ) -> anyhow::Result<()> {
     let next = next_tag()?;
-    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
-    let ip = |svc: &str| {
-        addresses
-            .get(svc)
-            .copied()
-            .with_context(|| format!("no cluster IP for Service {svc}: {addresses:?}"))
-    };
-    let keystone = format!("http://{}:5000", ip("keystone")?);
-    let glance = format!("http://{}:9292", ip("glance-api")?);
     let password = admin_password(cloud)?;
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let nova = Some(format!("http://{}:8774", ip("nova-api")?));
-    let apis = Apis {
-        keystone,
-        glance,
-        nova,
-    };
+    let apis = Apis::of(client, &cloud.ns.name).await?;
+    anyhow::ensure!(apis.nova.is_some(), "the default cloud has nova-api");
     let load = tokio::spawn(user_load(apis, password, stop.clone()));
     // An operator follows keystone's logs through the upgrade.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);

@@ -103,15 +103,9 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "galera: {rounds} rows written through mariadb-0, each read at once through mariadb-1: 0 missing"
     );
 
-    let addresses = kstack_kube::service_addresses(&client, &ns).await?;
-    let ip = |svc: &str| {
-        addresses
-            .get(svc)
-            .copied()
-            .with_context(|| format!("no cluster IP for Service {svc}: {addresses:?}"))
-    };
-    let keystone = format!("http://{}:5000", ip("keystone")?);
-    let glance = format!("http://{}:9292", ip("glance-api")?);
+    let apis = Apis::of(&client, &ns).await?;
+    anyhow::ensure!(apis.nova.is_some(), "the cloud has nova-api");
+    let keystone = apis.keystone.clone();
     let password = admin_password(&cloud)?;
     // Issued now: the keys rotate every minute from here on.
     let http = reqwest::Client::builder()
@@ -131,11 +125,6 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
 
     // A member of each cluster goes away (a node drain would do the same) while a user works.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let apis = Apis {
-        keystone: keystone.clone(),
-        glance,
-        nova: Some(format!("http://{}:8774", ip("nova-api")?)),
-    };
     let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = std::time::Instant::now();
@@ -145,9 +134,22 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         pods.delete(pod, &DeleteParams::default()).await?;
         replaced.push((pod, uid));
     }
-    for (pod, uid) in &replaced {
-        wait_replaced(&pods, pod, uid, Duration::from_secs(600)).await?;
-    }
+    // Each pod's own time, to tell which of them a slow replacement waited for.
+    let each = futures::future::try_join_all(replaced.iter().map(|(pod, uid)| {
+        let pods = &pods;
+        async move {
+            wait_replaced(pods, pod, uid, Duration::from_secs(600)).await?;
+            let ready = started.elapsed().as_secs_f64();
+            let service = pod.rsplit_once('-').map_or(*pod, |(s, _)| s);
+            let restarted = restarts(pods, service).await?.get(*pod).copied();
+            anyhow::Ok(format!(
+                "{pod} {ready:.1} s, {} restarts",
+                restarted.unwrap_or_default()
+            ))
+        }
+    }))
+    .await?
+    .join(", ");
     for sts in ["mariadb", "rabbitmq"] {
         wait_ready(&client, &ns, sts, 3, Duration::from_secs(600)).await?;
     }
@@ -170,7 +172,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     );
     assert_eq!(rabbitmq_nodes(&cloud, &pods).await?.len(), 3);
     eprintln!(
-        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
+        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s ({each}); {} rounds of token issue, image create and delete, image list and server list, 0 failed",
         load.rounds
     );
 

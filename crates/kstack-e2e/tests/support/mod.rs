@@ -150,6 +150,27 @@ pub struct Apis {
     pub nova: Option<String>,
 }
 
+impl Apis {
+    /// The APIs of the cloud in namespace `ns`, at their Services' cluster IPs.
+    pub async fn of(client: &kube::Client, ns: &str) -> anyhow::Result<Apis> {
+        let addresses = kstack_kube::service_addresses(client, ns).await?;
+        let url = |svc: &str, port: u16| {
+            addresses
+                .get(svc)
+                .map(|ip| format!("http://{ip}:{port}"))
+                .with_context(|| format!("no cluster IP for Service {svc}: {addresses:?}"))
+        };
+        Ok(Apis {
+            keystone: url("keystone", 5000)?,
+            glance: url("glance-api", 9292)?,
+            nova: addresses
+                .contains_key("nova-api")
+                .then(|| url("nova-api", 8774))
+                .transpose()?,
+        })
+    }
+}
+
 /// A user's work, again and again until `stop` turns true, through the Services' cluster IPs
 /// as a user inside the cloud's network would call them. Each round:
 /// - issues a token (POST /v3/auth/tokens to keystone);
