@@ -138,14 +138,9 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     let each = futures::future::try_join_all(replaced.iter().map(|(pod, uid)| {
         let pods = &pods;
         async move {
-            wait_replaced(pods, pod, uid, Duration::from_secs(600)).await?;
+            let restarted = wait_replaced(pods, pod, uid, Duration::from_secs(600)).await?;
             let ready = started.elapsed().as_secs_f64();
-            let service = pod.rsplit_once('-').map_or(*pod, |(s, _)| s);
-            let restarted = restarts(pods, service).await?.get(*pod).copied();
-            anyhow::Ok(format!(
-                "{pod} {ready:.1} s, {} restarts",
-                restarted.unwrap_or_default()
-            ))
+            anyhow::Ok(format!("{pod} {ready:.1} s, {restarted} restarts"))
         }
     }))
     .await?
@@ -658,24 +653,27 @@ async fn rabbitmq_nodes(cloud: &Cloud, pods: &Api<Pod>) -> anyhow::Result<Vec<St
     Ok(running)
 }
 
-/// Waits until pod `name` is a new pod (not `uid`) and ready.
+/// Waits until pod `name` is a new pod (not `uid`) and ready; returns how often its containers
+/// restarted.
 async fn wait_replaced(
     pods: &Api<Pod>,
     name: &str,
     uid: &str,
     timeout: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<i32> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         if let Some(p) = pods.get_opt(name).await?
             && p.metadata.uid.as_deref() != Some(uid)
-            && p.status
-                .and_then(|s| s.conditions)
+            && let Some(status) = p.status
+            && status
+                .conditions
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True")
         {
-            return Ok(());
+            let containers = status.container_statuses.unwrap_or_default();
+            return Ok(containers.iter().map(|c| c.restart_count).sum());
         }
         anyhow::ensure!(
             std::time::Instant::now() < deadline,
@@ -766,11 +764,11 @@ fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
 /// Evaluates an Erlang expression on the RabbitMQ node of `pod` with its rabbitmqctl, run
 /// in the pod as the rabbitmq user.
 async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Result<String> {
-    // The node's VM started first; a health check's rabbitmq-diagnostics runs one too.
     let command = format!("rabbitmqctl -q eval '{expr}'");
     run_in_pod(
         pods,
         pod,
+        // The node's VM started first; a health check's rabbitmq-diagnostics runs one too.
         "beam.smp",
         &["su", "-s", "/bin/sh", "rabbitmq", "-c", &command],
         &[],
