@@ -359,6 +359,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/openvswitch/ovs-bridges.sh.j2"),
     ),
     (
+        "openvswitch/ovs-db-settings.sh.j2",
+        include_str!("../templates/openvswitch/ovs-db-settings.sh.j2"),
+    ),
+    (
         "horizon/horizon.conf.j2",
         include_str!("../templates/horizon/horizon.conf.j2"),
     ),

@@ -821,6 +821,39 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
     ))
     .expect("a postStart hook on vswitchd");
     assert_eq!(hook, vswitchd.post_start);
+    // The userspace datapath must know which checksums a guest or a namespace left to
+    // offload, or its security groups drop every TCP packet: the database says so before
+    // vswitchd starts (a postStart hook of the database server, which vswitchd waits for).
+    let settings = file(&files, "openvswitch-db-server", "ovs-db-settings.sh");
+    assert!(
+        settings.contains(
+            "ovs-vsctl --retry --timeout=60 --no-wait set Open_vSwitch . other_config:userspace-tso-enable=true\n"
+        ),
+        "{settings}"
+    );
+    let db = config.catalog.services["openvswitch-db-server"].containers[0].clone();
+    assert_eq!(
+        db.post_start,
+        [
+            "/bin/bash",
+            "/var/lib/kolla/config_files/ovs-db-settings.sh"
+        ]
+    );
+    assert_eq!(
+        post_start(&workload_container(
+            &r,
+            "openvswitch-db-server",
+            "openvswitch-db-server"
+        )),
+        Some(db.post_start.clone())
+    );
+    assert!(
+        config.catalog.services["openvswitch-vswitchd"]
+            .depends_on
+            .iter()
+            .any(|d| d == "openvswitch-db-server"),
+        "vswitchd must start after the database has its settings"
+    );
     // Only vswitchd skips its start script.
     let env = workload_env(&r, "openvswitch-db-server", "openvswitch-db-server");
     assert!(!env.contains_key("KOLLA_SKIP_EXTEND_START"), "{env:?}");
@@ -842,6 +875,13 @@ fn the_userspace_datapath_and_qemu_are_settings_that_reach_every_file_they_chang
     })));
     let files = render_files(&config, Target::Kubernetes).unwrap();
     let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    // The kernel datapath needs no such setting, and an earlier one is removed.
+    let settings = file(&files, "openvswitch-db-server", "ovs-db-settings.sh");
+    assert!(
+        settings.contains("remove Open_vSwitch . other_config userspace-tso-enable\n")
+            && !settings.contains("userspace-tso-enable=true"),
+        "{settings}"
+    );
     for line in [
         "--may-exist add-br br-ex -- set Bridge br-ex datapath_type=system fail_mode=standalone\n",
         "--may-exist add-port br-ex eth1\n",
