@@ -25,6 +25,9 @@ pub(crate) enum Kind {
     Server,
     Stack,
     Volume,
+    Keypair,
+    SecurityGroup,
+    FloatingIp,
 }
 
 impl Kind {
@@ -41,6 +44,9 @@ impl Kind {
             Kind::Server => "server",
             Kind::Stack => "stack",
             Kind::Volume => "volume",
+            Kind::Keypair => "key pair",
+            Kind::SecurityGroup => "security group",
+            Kind::FloatingIp => "floating IP",
         }
     }
 }
@@ -71,11 +77,15 @@ impl Created {
 }
 
 impl Run<'_> {
-    /// Deletes every recorded resource, newest first.
+    /// Deletes every recorded resource, servers first (a server holds the volumes attached
+    /// to it, its ports and their floating IPs, though they were made after it), then the
+    /// rest newest first.
     pub async fn cleanup(&mut self, on_event: &(dyn Fn(Event<'_>) + Sync)) -> Vec<CleanupReport> {
         let mut reports = Vec::new();
-        let created = std::mem::take(&mut self.created);
-        for c in created.iter().rev() {
+        let mut created = std::mem::take(&mut self.created);
+        created.reverse();
+        created.sort_by_key(|c| c.kind != Kind::Server);
+        for c in created.iter() {
             let started = Instant::now();
             let session = match c.owner {
                 Owner::User => self.user.as_ref().or(self.admin.as_ref()),

@@ -359,7 +359,8 @@ async fn handle(
             Some(_) => reply(204, Value::Null),
             None => not_found("image"),
         },
-        // Neutron.
+        // Neutron. The fake cloud has no external (provider) network.
+        ("GET", ["network", "v2.0", "networks"]) => reply(200, json!({ "networks": [] })),
         ("POST", ["network", "v2.0", "networks"]) => {
             let id = st.id("net");
             st.networks.insert(id.clone());

@@ -22,9 +22,12 @@ use serde::Serialize;
 mod cleanup;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod guest;
 mod http;
+mod ssh;
 mod steps;
 
+pub use guest::{Console, GuestImage};
 pub use http::{CallError, error_message};
 
 /// A password: its `Debug` never shows the value.
@@ -124,6 +127,16 @@ pub struct Settings {
     /// More values to keep out of every report and event (e.g. every passwords.yml value, in
     /// case a service echoes one in an error), besides the two passwords.
     pub secrets: Vec<Password>,
+    /// The guest to boot (`hack/guest.sh`'s kernel, initramfs and disk): the server step then
+    /// checks on its console that it got its lease and its metadata and started SSH. Without
+    /// it the server boots a disk whose boot sector halts the CPU.
+    pub guest: Option<GuestImage>,
+    /// The external network (name or id) for the router's gateway and the guest's floating
+    /// IP; without it, the only `router:external` network the user sees, if there is one.
+    pub external_network: Option<String>,
+    /// When the cloud has no external network: the subnet (CIDR) of a scratch one the run
+    /// makes as the admin (flat, on `physnet1`, its first address the gateway) and deletes.
+    pub external_subnet: Option<String>,
 }
 
 impl Settings {
@@ -153,6 +166,9 @@ impl Settings {
             cidr: "10.99.0.0/24".to_owned(),
             resolve: BTreeMap::new(),
             secrets: Vec::new(),
+            guest: None,
+            external_network: None,
+            external_subnet: None,
         }
     }
 

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::cleanup::{Created, Kind, Owner};
+use crate::guest::Console;
 use crate::http::{Api, Body, CallError, status_error};
+use crate::ssh::{self, Key};
 use crate::{
     Event, Outcome, Password, Redactor, Settings, Step, StepReport, not_run, secs, skipped,
 };
@@ -65,6 +67,8 @@ pub(crate) struct Run<'a> {
     image_id: Option<String>,
     network_id: Option<String>,
     flavor_id: Option<String>,
+    /// The external network the router's gateway is on (id), when the cloud has one.
+    external_id: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -92,6 +96,7 @@ impl<'a> Run<'a> {
             image_id: None,
             network_id: None,
             flavor_id: None,
+            external_id: None,
         }
     }
 
@@ -440,57 +445,48 @@ impl<'a> Run<'a> {
         let user = self.user()?;
         let token = user.token.clone();
         let glance = self.endpoint(user, "image")?;
-        let data = image_bytes(self.s.image_bytes);
-        let want = hex::encode(Sha256::digest(&data));
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
-                &format!("{glance}/v2/images"),
-                Some(&token),
-                Body::Json(&json!({
-                    "name": self.s.prefix, "disk_format": "raw",
-                    "container_format": "bare", "visibility": "private",
-                })),
-            )
-            .await?;
-        let id = id_of(&v, "image")?;
-        let url = format!("{glance}/v2/images/{id}");
-        self.record(Kind::Image, &id, url.clone(), Owner::User);
-        let size = data.len();
-        self.api
-            .call(
-                Method::PUT,
-                &format!("{url}/file"),
-                Some(&token),
-                Body::Bytes(data),
-            )
-            .await?;
-        let deadline = Instant::now() + self.s.timeout;
-        loop {
-            let (_, v) = self
-                .api
-                .call(Method::GET, &url, Some(&token), Body::None)
-                .await?;
-            match v["status"].as_str().unwrap_or_default() {
-                "active" => break,
-                bad @ ("killed" | "deleted" | "deactivated") => {
-                    return Err(Failure::check(format!(
-                        "image {id} went to status {bad} after the upload"
-                    )));
-                }
-                other => {
-                    if Instant::now() >= deadline {
-                        return Err(Failure::check(format!(
-                            "image {id} not active after {:?} (status {other})",
-                            self.s.timeout
-                        )));
-                    }
-                }
+        let name = self.s.prefix.clone();
+        let (data, props, what) = match self.s.guest.clone() {
+            Some(g) => {
+                let what = format!(
+                    "guest kernel ({}), initramfs ({}) and a ",
+                    mib(g.kernel.len()),
+                    mib(g.ramdisk.len())
+                );
+                // Nova boots the kernel and initramfs directly; the disk names them.
+                let kernel = self
+                    .upload(
+                        &token,
+                        &glance,
+                        &format!("{name}-kernel"),
+                        "aki",
+                        json!({}),
+                        g.kernel,
+                    )
+                    .await?;
+                let ramdisk = self
+                    .upload(
+                        &token,
+                        &glance,
+                        &format!("{name}-ramdisk"),
+                        "ari",
+                        json!({}),
+                        g.ramdisk,
+                    )
+                    .await?;
+                let props = json!({
+                    "kernel_id": kernel, "ramdisk_id": ramdisk, "os_command_line": g.cmdline,
+                });
+                (g.disk, props, what)
             }
-            tokio::time::sleep(self.s.poll_interval).await;
-        }
-        let file = format!("{url}/file");
+            None => (image_bytes(self.s.image_bytes), json!({}), String::new()),
+        };
+        let want = hex::encode(Sha256::digest(&data));
+        let size = data.len();
+        let id = self
+            .upload(&token, &glance, &name, "raw", props, data)
+            .await?;
+        let file = format!("{glance}/v2/images/{id}/file");
         let reply = self
             .api
             .send(Method::GET, &file, Some(&token), Body::None)
@@ -507,10 +503,78 @@ impl<'a> Run<'a> {
         }
         self.image_id = Some(id);
         Ok(format!(
-            "{} raw image uploaded, active, read back with the same SHA-256 ({})",
+            "{what}{} raw image uploaded, active, read back with the same SHA-256 ({})",
             mib(size),
             &want[..12]
         ))
+    }
+
+    /// Creates an image (`disk_format` `raw`, `aki` or `ari`, with extra properties), uploads
+    /// `data` and waits until it is active; returns its id.
+    async fn upload(
+        &mut self,
+        token: &str,
+        glance: &str,
+        name: &str,
+        disk_format: &str,
+        props: Value,
+        data: Vec<u8>,
+    ) -> Result<String, Failure> {
+        let container_format = match disk_format {
+            "aki" | "ari" => disk_format,
+            _ => "bare",
+        };
+        let mut body = json!({
+            "name": name, "disk_format": disk_format,
+            "container_format": container_format, "visibility": "private",
+        });
+        if let (Some(body), Some(props)) = (body.as_object_mut(), props.as_object()) {
+            body.extend(props.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{glance}/v2/images"),
+                Some(token),
+                Body::Json(&body),
+            )
+            .await?;
+        let id = id_of(&v, "image")?;
+        let url = format!("{glance}/v2/images/{id}");
+        self.record(Kind::Image, &id, url.clone(), Owner::User);
+        self.api
+            .call(
+                Method::PUT,
+                &format!("{url}/file"),
+                Some(token),
+                Body::Bytes(data),
+            )
+            .await?;
+        let deadline = Instant::now() + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(token), Body::None)
+                .await?;
+            match v["status"].as_str().unwrap_or_default() {
+                "active" => return Ok(id),
+                bad @ ("killed" | "deleted" | "deactivated") => {
+                    return Err(Failure::check(format!(
+                        "image {id} went to status {bad} after the upload"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        return Err(Failure::check(format!(
+                            "image {id} not active after {:?} (status {other})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
     }
 
     async fn network(&mut self) -> Result<String, Failure> {
@@ -519,6 +583,8 @@ impl<'a> Run<'a> {
         let neutron = self.endpoint(user, "network")?;
         let name = self.s.prefix.clone();
         let v2 = format!("{neutron}/v2.0");
+        // Before the router, so that the cleanup (newest first) deletes the router first.
+        let external = self.external_network(&token, &v2).await?;
         let (_, v) = self
             .api
             .call(
@@ -587,10 +653,119 @@ impl<'a> Run<'a> {
             body: Some(attach),
         });
         self.network_id = Some(net);
+        let gateway = match external {
+            Some((ext, ext_name)) => {
+                self.api
+                    .call(
+                        Method::PUT,
+                        &format!("{v2}/routers/{router}"),
+                        Some(&token),
+                        Body::Json(&json!({ "router": {
+                            "external_gateway_info": { "network_id": ext },
+                        }})),
+                    )
+                    .await?;
+                self.external_id = Some(ext);
+                format!(", gateway on the external network {ext_name}")
+            }
+            None => ", no external network for a gateway".to_owned(),
+        };
         Ok(format!(
-            "network, subnet {} and router {name}, subnet attached",
+            "network, subnet {} and router {name}, subnet attached{gateway}",
             self.s.cidr
         ))
+    }
+
+    /// The external network to put the router's gateway on: the one `--external-network`
+    /// names, else the only one the cloud has (`router:external`), else, with
+    /// `--external-subnet`, a scratch one the run makes as the admin, else none.
+    async fn external_network(
+        &mut self,
+        token: &str,
+        v2: &str,
+    ) -> Result<Option<(String, String)>, Failure> {
+        let (_, v) = self
+            .api
+            .call(
+                Method::GET,
+                &format!("{v2}/networks?router:external=true"),
+                Some(token),
+                Body::None,
+            )
+            .await?;
+        let nets: Vec<(String, String)> = v["networks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| Some((n["id"].as_str()?.to_owned(), n["name"].as_str()?.to_owned())))
+            .collect();
+        match &self.s.external_network {
+            Some(want) => nets
+                .into_iter()
+                .find(|(id, name)| id == want || name == want)
+                .map(Some)
+                .ok_or_else(|| {
+                    Failure::check(format!(
+                        "no external network named {want} (router:external networks visible to the user)"
+                    ))
+                }),
+            None if nets.len() == 1 => Ok(nets.into_iter().next()),
+            None if nets.is_empty() && self.s.external_subnet.is_some() => {
+                self.scratch_external_network().await.map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// A flat provider network on `physnet1` (the bridge of the first
+    /// `neutron_external_interface`) with `--external-subnet`, its first address the gateway,
+    /// made and later deleted by the admin; returns its id and name.
+    async fn scratch_external_network(&mut self) -> Result<(String, String), Failure> {
+        let admin = self.admin()?;
+        let token = admin.token.clone();
+        let neutron = self.endpoint(admin, "network")?;
+        let v2 = format!("{neutron}/v2.0");
+        let cidr = self.s.external_subnet.clone().unwrap_or_default();
+        let name = format!("{}-external", self.s.prefix);
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/networks"),
+                Some(&token),
+                Body::Json(&json!({ "network": {
+                    "name": name, "router:external": true,
+                    "provider:network_type": "flat", "provider:physical_network": "physnet1",
+                }})),
+            )
+            .await?;
+        let net = id_of(&v["network"], "network")?;
+        self.record(
+            Kind::Network,
+            &net,
+            format!("{v2}/networks/{net}"),
+            Owner::Admin,
+        );
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/subnets"),
+                Some(&token),
+                Body::Json(&json!({ "subnet": {
+                    "name": name, "network_id": net, "ip_version": 4, "cidr": cidr,
+                    "enable_dhcp": false,
+                }})),
+            )
+            .await?;
+        let subnet = id_of(&v["subnet"], "subnet")?;
+        self.record(
+            Kind::Subnet,
+            &subnet,
+            format!("{v2}/subnets/{subnet}"),
+            Owner::Admin,
+        );
+        Ok((net, name))
     }
 
     async fn flavor(&mut self) -> Result<String, Failure> {
@@ -630,16 +805,28 @@ impl<'a> Run<'a> {
                 "no image, flavor or network from the steps before",
             ));
         };
+        let mut server = json!({
+            "name": self.s.prefix, "imageRef": image, "flavorRef": flavor,
+            "networks": [{ "uuid": net }],
+        });
+        // The guest gets the run's key from the metadata service, and a security group that
+        // lets SSH and ping in.
+        let key = if self.s.guest.is_some() {
+            let key = Key::generate().map_err(Failure::check)?;
+            let sg = self.login_access(&token).await?;
+            server["key_name"] = json!(self.s.prefix);
+            server["security_groups"] = json!([{ "name": sg }]);
+            Some(key_with(self, &token, &nova, key).await?)
+        } else {
+            None
+        };
         let (_, v) = self
             .api
             .call(
                 Method::POST,
                 &format!("{nova}/servers"),
                 Some(&token),
-                Body::Json(&json!({ "server": {
-                    "name": self.s.prefix, "imageRef": image, "flavorRef": flavor,
-                    "networks": [{ "uuid": net }],
-                }})),
+                Body::Json(&json!({ "server": server })),
             )
             .await?;
         let id = id_of(&v["server"], "server")?;
@@ -674,11 +861,36 @@ impl<'a> Run<'a> {
             tokio::time::sleep(self.s.poll_interval).await;
         }
         let active = secs(booted);
+        let (guest, session) = match &key {
+            Some(key) => {
+                let mut detail = self.guest(&token, &nova, &url, &id).await?;
+                let session = match self.external_id.clone() {
+                    Some(ext) => {
+                        let (d, session) = self.login(&token, &id, &ext, key).await?;
+                        detail.push_str("; ");
+                        detail.push_str(&d);
+                        Some(session)
+                    }
+                    None => {
+                        detail
+                            .push_str("; no external network, so no floating IP and no SSH login");
+                        None
+                    }
+                };
+                (format!("; {detail}"), session)
+            }
+            None => (String::new(), None),
+        };
         // With Cinder, a volume attached to the running server, which its deletion releases (a
         // detach from a running guest waits for the guest to let the device go).
         let volume = if self.s.project_enabled("cinder") {
             let cinder = self.endpoint(self.user()?, "block-storage")?;
-            Some(self.attach_volume(&token, &cinder, &url).await?)
+            let (volume, t) = self.attach_volume(&token, &cinder, &url).await?;
+            let written = match &session {
+                Some(session) => Some(self.write_volume(session).await?),
+                None => None,
+            };
+            Some((volume, t, written))
         } else {
             None
         };
@@ -692,18 +904,228 @@ impl<'a> Run<'a> {
         self.forget(&url);
         let gone = secs(deleting);
         let attached = match volume {
-            Some((volume, t)) => {
+            Some((volume, t, written)) => {
                 self.wait_volume(&volume, &token, "available").await?;
                 self.delete_volume(&volume, &token).await?;
                 format!(
-                    "; a 1 GiB volume attached (in-use) after {t:.1} s, available again once the server was deleted"
+                    "; a 1 GiB volume attached (in-use) after {t:.1} s{}, available again once the server was deleted",
+                    written.unwrap_or_default()
                 )
             }
             None => String::new(),
         };
         Ok(format!(
-            "ACTIVE after {active:.1} s{attached}; deleted and gone after {gone:.1} s"
+            "ACTIVE after {active:.1} s{guest}{attached}; deleted and gone after {gone:.1} s"
         ))
+    }
+
+    /// Reads the guest's console until it has reported its lease, its metadata and its SSH
+    /// server, or given up on one of them; a failure names the first layer it did not reach.
+    async fn guest(&self, token: &str, nova: &str, url: &str, id: &str) -> Result<String, Failure> {
+        let started = Instant::now();
+        let deadline = started + self.s.timeout;
+        let action = format!("{url}/action");
+        let (console, log) = loop {
+            let (_, v) = self
+                .api
+                .call(
+                    Method::POST,
+                    &action,
+                    Some(token),
+                    Body::Json(&json!({ "os-getConsoleOutput": {} })),
+                )
+                .await?;
+            let log = v["output"].as_str().unwrap_or_default().to_owned();
+            let console = Console::read(&log);
+            if console.settled() || Instant::now() >= deadline {
+                break (console, log);
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        };
+        let (_, v) = self
+            .api
+            .call(Method::GET, url, Some(token), Body::None)
+            .await?;
+        let addresses: Vec<String> = v["server"]["addresses"]
+            .as_object()
+            .into_iter()
+            .flat_map(|nets| nets.values())
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|a| a["addr"].as_str().map(str::to_owned))
+            .collect();
+        if let Some(why) = console.failure(id, &self.s.prefix, &addresses) {
+            let tail: Vec<&str> = log.lines().rev().take(12).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(Failure {
+                message: format!(
+                    "server {id}: {why} (after {:.1} s; the console's last lines, {nova}: {})",
+                    secs(started),
+                    tail.join(" | ")
+                ),
+                call: None,
+                services: None,
+            });
+        }
+        let lease = console.lease.map(|l| l.address).unwrap_or_default();
+        Ok(format!(
+            "the guest got its lease {lease} and its metadata (its instance id, hostname) through the router and started SSH {:.1} s after ACTIVE",
+            secs(started)
+        ))
+    }
+
+    /// A security group that lets SSH and ping in (the default group lets nothing in); returns
+    /// its id.
+    async fn login_access(&mut self, token: &str) -> Result<String, Failure> {
+        let neutron = self.endpoint(self.user()?, "network")?;
+        let v2 = format!("{neutron}/v2.0");
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/security-groups"),
+                Some(token),
+                Body::Json(&json!({ "security_group": { "name": self.s.prefix } })),
+            )
+            .await?;
+        let sg = id_of(&v["security_group"], "security group")?;
+        self.record(
+            Kind::SecurityGroup,
+            &sg,
+            format!("{v2}/security-groups/{sg}"),
+            Owner::User,
+        );
+        for (protocol, port) in [("tcp", Some(22)), ("icmp", None)] {
+            let mut rule = json!({
+                "security_group_id": sg, "direction": "ingress", "ethertype": "IPv4",
+                "protocol": protocol,
+            });
+            if let Some(port) = port {
+                rule["port_range_min"] = json!(port);
+                rule["port_range_max"] = json!(port);
+            }
+            self.api
+                .call(
+                    Method::POST,
+                    &format!("{v2}/security-group-rules"),
+                    Some(token),
+                    Body::Json(&json!({ "security_group_rule": rule })),
+                )
+                .await?;
+        }
+        Ok(sg)
+    }
+
+    /// A floating IP on the external network for the server's port, then an SSH login to it
+    /// with the run's key: the hostname the guest reports must be the server's name.
+    async fn login(
+        &mut self,
+        token: &str,
+        server_id: &str,
+        ext: &str,
+        key: &Key,
+    ) -> Result<(String, ssh::Session), Failure> {
+        let neutron = self.endpoint(self.user()?, "network")?;
+        let v2 = format!("{neutron}/v2.0");
+        let (_, v) = self
+            .api
+            .call(
+                Method::GET,
+                &format!("{v2}/ports?device_id={server_id}"),
+                Some(token),
+                Body::None,
+            )
+            .await?;
+        let port = v["ports"][0]["id"]
+            .as_str()
+            .ok_or_else(|| Failure::check(format!("server {server_id} has no port")))?
+            .to_owned();
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{v2}/floatingips"),
+                Some(token),
+                Body::Json(&json!({ "floatingip": {
+                    "floating_network_id": ext, "port_id": port,
+                }})),
+            )
+            .await?;
+        let fip = id_of(&v["floatingip"], "floating IP")?;
+        self.record(
+            Kind::FloatingIp,
+            &fip,
+            format!("{v2}/floatingips/{fip}"),
+            Owner::User,
+        );
+        let address: std::net::IpAddr = v["floatingip"]["floating_ip_address"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| Failure::check(format!("floating IP {fip} has no address")))?;
+        let started = Instant::now();
+        let deadline = started + self.s.timeout;
+        let addr = std::net::SocketAddr::new(address, 22);
+        // The router's NAT for a new floating IP takes a moment; until then nothing answers.
+        let session = loop {
+            let attempt = std::time::Duration::from_secs(10);
+            match ssh::Session::login(addr, GUEST_USER, key, attempt).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    if Instant::now() >= deadline {
+                        let layer = match e {
+                            ssh::SshError::Connect(_) => "no floating IP",
+                            _ => "no SSH",
+                        };
+                        return Err(Failure::check(format!(
+                            "{layer}: server {server_id} at its floating IP {address}: {e} (after {:.1} s)",
+                            secs(started)
+                        )));
+                    }
+                    tokio::time::sleep(self.s.poll_interval).await;
+                }
+            }
+        };
+        let login = secs(started);
+        let (status, out) = session
+            .run("hostname", COMMAND_TIMEOUT)
+            .await
+            .map_err(|e| Failure::check(format!("no SSH: {e}")))?;
+        let hostname = out.trim();
+        if status != 0 || hostname != self.s.prefix {
+            return Err(Failure::check(format!(
+                "SSH to {address}: `hostname` exited {status} with {hostname:?}, the server is named {}",
+                self.s.prefix
+            )));
+        }
+        Ok((
+            format!(
+                "logged in over SSH as {GUEST_USER} with the run's key at the floating IP {address} after {login:.1} s, hostname {hostname}"
+            ),
+            session,
+        ))
+    }
+
+    /// On the guest, the attached volume is a block device: bytes written to it (past the
+    /// page cache) read back the same.
+    async fn write_volume(&self, session: &ssh::Session) -> Result<String, Failure> {
+        let token = format!("kstack-verify-{:016x}", rand::random::<u64>());
+        let command = format!(
+            "i=0; while [ ! -b /dev/vdb ] && [ $i -lt 60 ]; do sleep 1; i=$((i+1)); done; \
+             printf %s {token} | dd of=/dev/vdb conv=fsync 2>/dev/null && \
+             echo 3 > /proc/sys/vm/drop_caches && head -c {} /dev/vdb",
+            token.len()
+        );
+        let (status, out) = session
+            .run(&command, COMMAND_TIMEOUT * 8)
+            .await
+            .map_err(|e| Failure::check(format!("no SSH: {e}")))?;
+        if status != 0 || out != token {
+            return Err(Failure::check(format!(
+                "the attached volume on the guest: writing and reading back /dev/vdb exited {status} with {:?}, wrote {token:?}",
+                out.chars().take(200).collect::<String>()
+            )));
+        }
+        Ok(", written and read back on the guest as /dev/vdb".to_owned())
     }
 
     async fn volume(&mut self) -> Result<String, Failure> {
@@ -1018,6 +1440,31 @@ fn id_of(v: &Value, what: &str) -> Result<String, Failure> {
 
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// The guest's user (`hack/guest.sh`'s image has CirrOS' user name, as tempest expects).
+const GUEST_USER: &str = "cirros";
+/// Time limit of one command on the guest.
+const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Registers the run's public key with nova as a key pair named like the run.
+async fn key_with(run: &mut Run<'_>, token: &str, nova: &str, key: Key) -> Result<Key, Failure> {
+    let name = run.s.prefix.clone();
+    run.api
+        .call(
+            Method::POST,
+            &format!("{nova}/os-keypairs"),
+            Some(token),
+            Body::Json(&json!({ "keypair": { "name": name, "public_key": key.public } })),
+        )
+        .await?;
+    run.record(
+        Kind::Keypair,
+        &name,
+        format!("{nova}/os-keypairs/{name}"),
+        Owner::User,
+    );
+    Ok(key)
 }
 
 /// A raw disk image of `len` bytes: a master boot record whose code halts the CPU (so a

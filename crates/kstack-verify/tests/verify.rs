@@ -660,7 +660,8 @@ async fn a_volume_that_cannot_be_attached_fails_the_server_step_and_both_are_del
         .iter()
         .map(|c| c.resource.split(' ').next().unwrap())
         .collect();
-    assert_eq!(&cleaned[..2], ["volume", "server"]);
+    // The server first: on a real cloud a volume still attached to it cannot be deleted.
+    assert_eq!(&cleaned[..2], ["server", "volume"]);
     assert!(report.cleanup.iter().all(|c| c.result == Outcome::Ok));
     assert_eq!(fake.lock().unwrap().leftovers(), Vec::<String>::new());
 }

@@ -39,8 +39,15 @@ Examples:
 Steps, in order: token (POST /v3/auth/tokens as the admin); endpoints (every catalog endpoint
 of an enabled service answers, anything but 5xx); project-user (a project and a user with the
 member role, a token as that user); image (upload a 4 MiB raw image, wait until active,
-download it, compare SHA-256); network (network, subnet 10.99.0.0/24, router, subnet attached);
-flavor (1 vCPU, 128 MiB, 1 GiB); server (boot, wait for ACTIVE, delete, wait until gone);
+download it, compare SHA-256; with --guest-image, the guest's kernel, initramfs and disk);
+network (network, subnet 10.99.0.0/24, router, subnet attached, the router's gateway on the
+external network if there is one); flavor (1 vCPU, 128 MiB, 1 GiB); server (boot, wait for
+ACTIVE; with --guest-image, the guest's console must report its DHCP lease, its metadata
+(instance id and hostname of this server, through the router) and its SSH server; with an
+external network, a floating IP and an SSH login as cirros with the run's key, `hostname` the
+server's name, and the attached volume written and read back as /dev/vdb; a failure names the
+layer that is missing: no boot, no lease, no metadata, no floating IP, no SSH; delete, wait
+until gone);
 stack (a one-resource Heat stack, CREATE_COMPLETE, deleted); horizon (/auth/login/ shows a
 login form). A step whose service is disabled in globals.yml is skipped; the first failure
 stops the rest. Everything created is named kstack-verify-<random> and deleted in reverse
@@ -102,6 +109,45 @@ pub struct Args {
     /// Report format on stdout.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Format,
+    /// A guest image directory (`hack/guest.sh` prints one: `vmlinuz`, `initrd.img`,
+    /// `disk.raw`, `cmdline`): the server boots it, and the server step checks on its console
+    /// that it got its DHCP lease and its metadata through the router and started SSH.
+    /// Without it the server boots a disk whose boot sector halts the CPU.
+    #[arg(long, value_name = "DIR", env = "KSTACK_GUEST_IMAGE")]
+    pub guest_image: Option<std::path::PathBuf>,
+    /// The external (provider) network, by name or id, for the router's gateway and the
+    /// guest's floating IP (default: the cloud's only `router:external` network, if it has
+    /// exactly one). With a guest image, verify logs in to the guest over SSH at its floating
+    /// IP, and writes and reads back the attached volume there.
+    #[arg(long, value_name = "NETWORK")]
+    pub external_network: Option<String>,
+    /// When the cloud has no external network: make a scratch one for the run, as the admin,
+    /// with this subnet (a flat provider network on physnet1, the bridge of the first
+    /// `neutron_external_interface`; the subnet's first address is the gateway, the machine
+    /// reaching the floating IPs), and delete it at the end. The dev cluster's real node has
+    /// 172.24.4.1/24 on the other end of its external interface: `--external-subnet 172.24.4.0/24`.
+    #[arg(long, value_name = "CIDR")]
+    pub external_subnet: Option<String>,
+}
+
+/// Reads a guest image directory.
+fn guest_image(dir: &std::path::Path) -> anyhow::Result<kstack_verify::GuestImage> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| {
+            format!(
+                "reading the guest image's {name} ({}): --guest-image names a directory that hack/guest.sh made",
+                path.display()
+            )
+        })
+    };
+    let cmdline = String::from_utf8_lossy(&read("cmdline")?).trim().to_owned();
+    Ok(kstack_verify::GuestImage {
+        kernel: read("vmlinuz")?,
+        ramdisk: read("initrd.img")?,
+        disk: read("disk.raw")?,
+        cmdline,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -123,6 +169,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let redactor = Redactor::new(secrets.iter().cloned());
     let mut settings = settings(&args, &config, Password::new(password));
     settings.secrets = secrets;
+    if let Some(dir) = &args.guest_image {
+        match guest_image(dir) {
+            Ok(g) => settings.guest = Some(g),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,6 +213,8 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
     }));
     s.timeout = Duration::from_secs(args.timeout);
     s.resolve = args.resolve.iter().cloned().collect();
+    s.external_network = args.external_network.clone();
+    s.external_subnet = args.external_subnet.clone();
     s
 }
 
