@@ -6,27 +6,48 @@
 # machine without KVM or the OVS kernel module; generated passwords; unless one exists), checks
 # it, deploys the cloud with `kstack deploy` (dependency
 # order, every step gated on real health), prints `kstack status` and ends with `kstack verify`
-# (a user's scenario against the deployed APIs).
+# (a user's scenario against the deployed APIs, with a real guest: hack/guest.sh's image boots,
+# gets its lease and metadata, and is logged in to over SSH at a floating IP of a scratch
+# provider network on the real node's external interface).
+# Everything that waits on nothing else starts at once: the images, the control plane and node
+# binaries (Go), the guest image and kstack (Rust) build side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/deps.sh
 logs=${KSTACK_AIO_LOGS:-$HOME/.cache/kstack/aio}
 mkdir -p "$logs"
+started=$SECONDS
+say() { echo "aio [$((SECONDS - started))s]: $*" >&2; }
 # The image build is mostly package installs and disk: it overlaps the compilers.
 bash hack/images.sh >"$logs/images.log" 2>&1 &
 images_pid=$!
+# The control plane's binaries; `kstack dev up` below waits for this build (a lock) and uses it.
+bash hack/build-k8s.sh >"$logs/k8s.log" 2>&1 &
+k8s_pid=$!
+bash hack/guest.sh >"$logs/guest.log" 2>&1 &
+guest_pid=$!
+say "building the images, the control plane (Go), the guest image and kstack (Rust) side by side; logs in $logs"
 cargo build -q --bin kstack
+say "kstack built"
 KSTACK=$PWD/target/debug/kstack
 [ -n "${CARGO_TARGET_DIR:-}" ] && KSTACK=$CARGO_TARGET_DIR/debug/kstack
 export KSTACK_CONFIG_DIR=${KSTACK_CONFIG_DIR:-$HOME/.config/kstack}
+if ! wait "$k8s_pid"; then
+  echo "building the control plane failed; last lines of $logs/k8s.log:" >&2
+  tail -n 30 "$logs/k8s.log" >&2
+  exit 1
+fi
+say "control plane built"
 KUBECONFIG=$("$KSTACK" dev up --nodes none)
 export KUBECONFIG
 echo "kubeconfig: $KUBECONFIG" >&2
+say "waiting for the images (hack/images.sh; progress in $logs/images.log)"
 if ! wait "$images_pid"; then
   echo "building the images failed; last lines of $logs/images.log:" >&2
   tail -n 30 "$logs/images.log" >&2
   exit 1
 fi
+say "images built"
 "$KSTACK" dev import "$(tail -n 1 "$logs/images.log")"
 if [ ! -f "$KSTACK_CONFIG_DIR/globals.yml" ]; then
   "$KSTACK" init "$KSTACK_CONFIG_DIR"
@@ -46,11 +67,21 @@ qemu_max_files: 0
 qemu_max_processes: 0
 # Every container's log in one store as well (query it at victoria-logs:9428/select/vmui).
 enable_central_logging: "yes"
+# The real node's stand-in for an uplink NIC (hack/realnode.sh): the other end has 172.24.4.1/24.
+neutron_external_interface: kstack-ext0
 G
 fi
 "$KSTACK" genpwd
 "$KSTACK" validate
 "$KSTACK" services
+say "deploying"
 "$KSTACK" deploy
 "$KSTACK" status
-"$KSTACK" verify
+if ! wait "$guest_pid"; then
+  echo "building the guest image failed; last lines of $logs/guest.log:" >&2
+  tail -n 30 "$logs/guest.log" >&2
+  exit 1
+fi
+say "verifying"
+"$KSTACK" verify --guest-image "$(tail -n 1 "$logs/guest.log")" --external-subnet 172.24.4.0/24
+say "done"

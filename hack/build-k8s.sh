@@ -24,6 +24,11 @@ runs() { [ "$(head -c4 "$1" 2>/dev/null | tr -d '\0')" = $'\x7fELF' ] || return 
     *) "$1" --version >/dev/null 2>&1;;
   esac; }
 have() { [ -x "$OUT/$1" ] && runs "$OUT/$1"; }
+# One build at a time: a second caller (the main job starts this build at once, beside the Rust
+# and image builds, and `kstack dev up` asks again) waits for the first and finds its result.
+mkdir -p "$CACHE/bin"
+exec 9>"$CACHE/bin/.build.lock"
+flock 9
 want=()
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kubelet kube-proxy coredns; do have "$b" || want+=("$b"); done
 [ -f "$OUT/kwok-stages/pod/fast/pod-ready.yaml" ] || want+=(kwok-stages)

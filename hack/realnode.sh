@@ -14,6 +14,11 @@
 #   the bridge, cluster DNS 10.245.0.1:53 (CoreDNS), kubelet on 10.245.0.1:BASE+6, the API
 #   server for pods at 10.245.0.1:BASE (the `kubernetes` Service's endpoint).
 # One real node per machine: kube-proxy's iptables chains and the bridge are machine-wide.
+# The provider (external) network's uplink: a veth pair, kstack-ext0 for Open vSwitch (set
+#   `neutron_external_interface: kstack-ext0`; br-ex takes it) and kstack-ext1 on this machine
+#   with 172.24.4.1/24, so the floating IPs of a flat provider network on physnet1 with the
+#   subnet 172.24.4.0/24 (gateway 172.24.4.1) are reachable from here, as a public network is
+#   from outside a real cloud.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +30,7 @@ NODE=kstack-real-1
 BRIDGE=kstack0
 NODE_IP=10.245.0.1
 POD_CIDR=10.245.0.0/24
+EXT_PORT=kstack-ext0 EXT_HOST=kstack-ext1 EXT_IP=172.24.4.1/24
 SVC_CIDR=10.96.0.0/16
 KUBELET_PORT=$((BASE + 6)) KUBELET_HEALTHZ=$((BASE + 7)) PROXY_HEALTHZ=$((BASE + 8)) PROXY_METRICS=$((BASE + 9)) DNS_HEALTH=$((BASE + 10))
 # The containerd binary: Debian's by default, or another build ($KSTACK_CONTAINERD).
@@ -157,6 +163,10 @@ network() {
     || iptables -I FORWARD -i "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
   iptables -C FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev 2>/dev/null \
     || iptables -I FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
+  ip link show "$EXT_PORT" >/dev/null 2>&1 || ip link add "$EXT_PORT" type veth peer name "$EXT_HOST"
+  ip addr replace "$EXT_IP" dev "$EXT_HOST"
+  ip link set "$EXT_PORT" up
+  ip link set "$EXT_HOST" up
   mkdir -p "$R/cni/net.d" "$R/cni/ipam"
   cat >"$R/cni/net.d/10-kstack.conflist" <<CNI
 {
@@ -467,6 +477,7 @@ cmd_down() {
   ip route del "$SVC_CIDR" dev "$BRIDGE" 2>/dev/null || true
   for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$m" 2>/dev/null || true; done
   ip link delete "$BRIDGE" 2>/dev/null || true
+  ip link delete "$EXT_PORT" 2>/dev/null || true
   # The volumes' data stays for the next `up` (the cluster's data in etcd points at it) unless
   # asked to purge; the image store under the cache always stays.
   rm -rf "$R" "$CTR_STATE" /run/openvswitch

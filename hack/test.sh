@@ -24,6 +24,20 @@ tests() {
   return 1
 }
 
+# Each `phase` line starts a phase; at exit, pass or fail, a table of the phases and their times.
+phase_names=() phase_starts=()
+phase() { echo "== $*"; phase_names+=("$*"); phase_starts+=("$SECONDS"); }
+phases() {
+  local i n=${#phase_names[@]} end
+  [ "$n" -gt 0 ] || return 0
+  echo "== phases (seconds taken, seconds from the start)"
+  for ((i = 0; i < n; i++)); do
+    end=$SECONDS; [ $((i + 1)) -lt "$n" ] && end=${phase_starts[$((i + 1))]}
+    printf '%6ds  %6ds  %s\n' "$((end - phase_starts[i]))" "$end" "${phase_names[$i]}"
+  done
+  printf '%6ds  total\n' "$SECONDS"
+}
+
 # The cloud's images (cached by their inputs) build in the background while the compilers run:
 # the real-node end-to-end test needs them, and the same images rebuilt under a second tag for
 # its upgrade. Their logs are kept for a failure; each one's last line is its output directory.
@@ -32,15 +46,15 @@ images_log=$(mktemp -t kstack-images.XXXXXX.log)
 next_log=$(mktemp -t kstack-images-next.XXXXXX.log)
 ( bash hack/images.sh >"$images_log" 2>&1 && bash hack/images.sh --tag "$next_tag" >"$next_log" 2>&1 ) &
 images_pid=$!
-trap 'kill $images_pid 2>/dev/null || true' EXIT
+trap 'kill $images_pid 2>/dev/null || true; phases' EXIT
 
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
-echo "== unit, snapshot and CLI tests"
+phase "unit, snapshot and CLI tests"
 tests cargo test --workspace --exclude kstack-e2e
-echo "== end-to-end test binaries, on the build above"
+phase "end-to-end test binaries, on the build above"
 e2e_build=$(cargo test -p kstack-e2e --no-run 2>&1) || { echo "$e2e_build" >&2; exit 1; }
 rebuilt=$(sed -n 's/^ *Compiling \([^ ]*\) .*/\1/p' <<<"$e2e_build" | grep -v '^kstack' || true)
 if [ -n "$rebuilt" ]; then
@@ -48,11 +62,11 @@ if [ -n "$rebuilt" ]; then
     "features differ from the workspace's (align them in crates/kstack-e2e/Cargo.toml):" $rebuilt
 fi
 
-echo "== Compose target output against the Compose specification schema"
+phase "Compose target output against the Compose specification schema"
 cargo build -q --bin kstack
 bash hack/compose-validate.sh
 
-echo "== generated OpenStack config files accepted by oslo-config-validator (2025.1 projects)"
+phase "generated OpenStack config files accepted by oslo-config-validator (2025.1 projects)"
 bash hack/test-oslo-validate.sh
 kstack() { cargo run -q --bin kstack -- "$@"; }
 # The whole cloud (cinder too) rendered from a starter config directory; finding no oslo file fails.
@@ -62,21 +76,21 @@ echo 'enable_cinder: "yes"' >>"$oslo_dir/etc/globals.yml"
 kstack genpwd --config-dir "$oslo_dir/etc" >/dev/null
 kstack template --config-dir "$oslo_dir/etc" --config-files "$oslo_dir/files" >/dev/null
 bash hack/oslo-validate.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
-echo "== WSGI entry points of the rendered files exist in the 2025.1 projects"
+phase "WSGI entry points of the rendered files exist in the 2025.1 projects"
 bash hack/wsgi-check.sh "$oslo_dir/files" || { echo "rendered files kept in $oslo_dir/files" >&2; exit 1; }
 rm -rf "$oslo_dir"
-echo "== per distribution, config.json commands and paths as kolla-ansible 2025.1 renders them"
+phase "per distribution, config.json commands and paths as kolla-ansible 2025.1 renders them"
 bash hack/distro-parity.sh "${CARGO_TARGET_DIR:-$PWD/target}/debug/kstack"
-echo "== every password read back exactly from the rendered files by the services' own parsers"
+phase "every password read back exactly from the rendered files by the services' own parsers"
 bash hack/escape-check.sh
 
-echo "== fuzzing the config loaders (cargo fuzz, ${KSTACK_FUZZ_SECONDS:-20}s per target)"
+phase "fuzzing the config loaders (cargo fuzz, ${KSTACK_FUZZ_SECONDS:-20}s per target)"
 bash hack/fuzz.sh "${KSTACK_FUZZ_SECONDS:-20}"
 
-echo "== local control plane failure behaviour"
+phase "local control plane failure behaviour"
 bash hack/test-devcluster-failures.sh
 
-echo "== end-to-end tests on the local control plane"
+phase "end-to-end tests on the local control plane"
 export KSTACK_DEV_DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev-test}
 # A cluster of its own on free ports, so a developer's running `kstack dev up` is left alone.
 free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -86,13 +100,13 @@ if [ -z "${KSTACK_DEV_PORT_BASE:-}" ]; then
     if [ $ok = 1 ]; then export KSTACK_DEV_PORT_BASE=$base; break; fi
   done
 fi
-trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true; bash hack/docker.sh down >/dev/null 2>&1 || true' EXIT
+trap 'kill $images_pid 2>/dev/null || true; bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true; bash hack/docker.sh down >/dev/null 2>&1 || true; phases' EXIT
 bash hack/devcluster.sh down --purge >/dev/null 2>&1 || true
 # Simulated nodes for what Kubernetes decides, and the real node (role labels
 # kstack.io/real-role-*) for what the containers decide.
 KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
 export KSTACK_E2E_KUBECONFIG KSTACK_E2E_REAL_ROLE_PREFIX=kstack.io/real-role-
-echo "== the cloud's images (hack/images.sh, started at the beginning)"
+phase "the cloud's images (hack/images.sh, started at the beginning)"
 if ! wait "$images_pid"; then
   echo "building the images failed; last lines of $images_log and $next_log:" >&2
   tail -n 40 "$images_log" "$next_log" >&2
@@ -101,14 +115,18 @@ fi
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 bash hack/devcluster.sh import "$(tail -n 1 "$next_log")"
 export KSTACK_E2E_NEXT_TAG=$next_tag
+# The guest the real-node test boots (a kernel, an initramfs with busybox, a DHCP client and an
+# SSH server; cached by its inputs): it must get its lease and metadata through the router.
+KSTACK_E2E_GUEST_IMAGE=$(bash hack/guest.sh | tail -n 1)
+export KSTACK_E2E_GUEST_IMAGE
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
 tests cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
 
-echo "== schemathesis against the inventory service's OpenAPI document (no 5xx)"
+phase "schemathesis against the inventory service's OpenAPI document (no 5xx)"
 cargo build -q --bin kstack
 SCHEMATHESIS_MAX_TIME=${SCHEMATHESIS_MAX_TIME:-60} bash hack/schemathesis.sh "$KSTACK_E2E_KUBECONFIG"
 if [ -n "${KSTACK_TEST_POSTGRES_URL:-}" ]; then
-  echo "== schemathesis against the inventory service on PostgreSQL (no 5xx)"
+  phase "schemathesis against the inventory service on PostgreSQL (no 5xx)"
   st_schema=schemathesis_$$
   psql -q "$KSTACK_TEST_POSTGRES_URL" -c "CREATE SCHEMA $st_schema"
   SCHEMATHESIS_DATABASE="$KSTACK_TEST_POSTGRES_URL?options=-c%20search_path%3D$st_schema" \
@@ -116,7 +134,7 @@ if [ -n "${KSTACK_TEST_POSTGRES_URL:-}" ]; then
   psql -q "$KSTACK_TEST_POSTGRES_URL" -c "DROP SCHEMA $st_schema CASCADE"
 fi
 
-echo "== the single node on a Docker engine: deploy, verify, reconfigure one service, verify"
+phase "the single node on a Docker engine: deploy, verify, reconfigure one service, verify"
 # After the Kubernetes tests: both clouds would use the node's ports. The engine keeps the
 # loaded images under ~/.cache/kstack/compose-docker for the next run.
 eval "$(bash hack/docker.sh up "$(tail -n 1 "$images_log")" | grep '^export ')"

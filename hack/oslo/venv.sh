@@ -8,6 +8,10 @@ req=$here/requirements.txt
 py=${PYTHON:-python3}
 key=$( (cat "$req"; "$py" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-16)
 venv=$HOME/.cache/kstack/venv-oslo-$key
+# One install at a time (CI starts this one early, in the background, and the tests ask again).
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
 if [ ! -f "$venv/.complete" ]; then
   start=$SECONDS
   echo "oslo-validate: creating $venv (pinned 2025.1 projects; a few minutes the first time)" >&2

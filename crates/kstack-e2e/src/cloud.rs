@@ -29,7 +29,8 @@ pub fn real_node_globals() -> String {
     format!(
         "kolla_base_distro: debian\ndocker_registry: kstack.local\ndocker_namespace: kolla\n\
          kstack_role_label_prefix: \"{prefix}\"\nkstack_storage_class: kstack-real-node\n\
-         nova_compute_virt_type: qemu\novs_datapath: netdev\nqemu_max_files: 0\nqemu_max_processes: 0\n"
+         nova_compute_virt_type: qemu\novs_datapath: netdev\nqemu_max_files: 0\nqemu_max_processes: 0\n\
+         neutron_external_interface: kstack-ext0\n"
     )
 }
 

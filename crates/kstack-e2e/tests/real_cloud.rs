@@ -69,7 +69,25 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         }
     }
 
-    let out = cloud.run(&["verify", "-o", "json"]).await?;
+    // The guest `hack/guest.sh` built (hack/test.sh passes its directory): a real Linux that
+    // must get its lease and its metadata through the router and start SSH.
+    let guest = std::env::var("KSTACK_E2E_GUEST_IMAGE").context(
+        "KSTACK_E2E_GUEST_IMAGE is not set: the directory hack/guest.sh prints (hack/test.sh sets it)",
+    )?;
+    // The real node's external interface has 172.24.4.1/24 on its other end (hack/realnode.sh):
+    // verify's scratch provider network there gives the guest a floating IP this machine
+    // reaches.
+    let out = cloud
+        .run(&[
+            "verify",
+            "-o",
+            "json",
+            "--guest-image",
+            &guest,
+            "--external-subnet",
+            "172.24.4.0/24",
+        ])
+        .await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -115,6 +133,18 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         server["detail"]
             .as_str()
             .is_some_and(|d| d.contains("volume attached (in-use)")),
+        "{server}"
+    );
+    // The guest reported its lease, the metadata of this very server (checked against the
+    // server's id, name and port address) and its SSH server on its console; verify logged in
+    // at its floating IP with the run's key and wrote and read back the attached volume.
+    assert!(
+        server["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("got its lease")
+                && d.contains("its metadata")
+                && d.contains("logged in over SSH")
+                && d.contains("read back on the guest as /dev/vdb")),
         "{server}"
     );
     eprintln!(
