@@ -120,6 +120,7 @@ export KSTACK_E2E_NEXT_TAG=$next_tag
 KSTACK_E2E_GUEST_IMAGE=$(bash hack/guest.sh | tail -n 1)
 export KSTACK_E2E_GUEST_IMAGE
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
+phase "end-to-end tests: simulated nodes, then the real node (real_cloud, real_ha)"
 tests cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
 
 phase "schemathesis against the inventory service's OpenAPI document (no 5xx)"
