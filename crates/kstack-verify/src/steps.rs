@@ -164,6 +164,45 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Creates a Neutron resource: POSTs `{ <kind's key>: body }` to its collection URL,
+    /// records it for the cleanup (`<collection>/<id>`) and returns its id and the object the
+    /// API answered with.
+    async fn create(
+        &mut self,
+        token: &str,
+        collection: &str,
+        kind: Kind,
+        owner: Owner,
+        body: Value,
+    ) -> Result<(String, Value), Failure> {
+        let key = match kind {
+            Kind::Network => "network",
+            Kind::Subnet => "subnet",
+            Kind::Router => "router",
+            Kind::SecurityGroup => "security_group",
+            Kind::FloatingIp => "floatingip",
+            other => {
+                return Err(Failure::check(format!(
+                    "no Neutron collection for a {}",
+                    other.name()
+                )));
+            }
+        };
+        let (_, mut v) = self
+            .api
+            .call(
+                Method::POST,
+                collection,
+                Some(token),
+                Body::Json(&json!({ key: body })),
+            )
+            .await?;
+        let object = v[key].take();
+        let id = id_of(&object, kind.name())?;
+        self.record(kind, &id, format!("{collection}/{id}"), owner);
+        Ok((id, object))
+    }
+
     fn record(&mut self, kind: Kind, id: &str, url: String, owner: Owner) {
         tracing::debug!(kind = kind.name(), id, "created");
         self.created.push(Created {
@@ -585,56 +624,33 @@ impl<'a> Run<'a> {
         let v2 = format!("{neutron}/v2.0");
         // Before the router, so that the cleanup (newest first) deletes the router first.
         let external = self.external_network(&token, &v2).await?;
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let (net, _) = self
+            .create(
+                &token,
                 &format!("{v2}/networks"),
-                Some(&token),
-                Body::Json(&json!({ "network": { "name": name } })),
+                Kind::Network,
+                Owner::User,
+                json!({ "name": name }),
             )
             .await?;
-        let net = id_of(&v["network"], "network")?;
-        self.record(
-            Kind::Network,
-            &net,
-            format!("{v2}/networks/{net}"),
-            Owner::User,
-        );
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let (subnet, _) = self
+            .create(
+                &token,
                 &format!("{v2}/subnets"),
-                Some(&token),
-                Body::Json(&json!({ "subnet": {
-                    "name": name, "network_id": net, "ip_version": 4, "cidr": self.s.cidr,
-                }})),
+                Kind::Subnet,
+                Owner::User,
+                json!({ "name": name, "network_id": net, "ip_version": 4, "cidr": self.s.cidr }),
             )
             .await?;
-        let subnet = id_of(&v["subnet"], "subnet")?;
-        self.record(
-            Kind::Subnet,
-            &subnet,
-            format!("{v2}/subnets/{subnet}"),
-            Owner::User,
-        );
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let (router, _) = self
+            .create(
+                &token,
                 &format!("{v2}/routers"),
-                Some(&token),
-                Body::Json(&json!({ "router": { "name": name } })),
+                Kind::Router,
+                Owner::User,
+                json!({ "name": name }),
             )
             .await?;
-        let router = id_of(&v["router"], "router")?;
-        self.record(
-            Kind::Router,
-            &router,
-            format!("{v2}/routers/{router}"),
-            Owner::User,
-        );
         let attach = json!({ "subnet_id": subnet });
         self.api
             .call(
@@ -727,44 +743,29 @@ impl<'a> Run<'a> {
         let v2 = format!("{neutron}/v2.0");
         let cidr = self.s.external_subnet.clone().unwrap_or_default();
         let name = format!("{}-external", self.s.prefix);
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let (net, _) = self
+            .create(
+                &token,
                 &format!("{v2}/networks"),
-                Some(&token),
-                Body::Json(&json!({ "network": {
+                Kind::Network,
+                Owner::Admin,
+                json!({
                     "name": name, "router:external": true,
                     "provider:network_type": "flat", "provider:physical_network": "physnet1",
-                }})),
+                }),
             )
             .await?;
-        let net = id_of(&v["network"], "network")?;
-        self.record(
-            Kind::Network,
-            &net,
-            format!("{v2}/networks/{net}"),
-            Owner::Admin,
-        );
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
-                &format!("{v2}/subnets"),
-                Some(&token),
-                Body::Json(&json!({ "subnet": {
-                    "name": name, "network_id": net, "ip_version": 4, "cidr": cidr,
-                    "enable_dhcp": false,
-                }})),
-            )
-            .await?;
-        let subnet = id_of(&v["subnet"], "subnet")?;
-        self.record(
+        self.create(
+            &token,
+            &format!("{v2}/subnets"),
             Kind::Subnet,
-            &subnet,
-            format!("{v2}/subnets/{subnet}"),
             Owner::Admin,
-        );
+            json!({
+                "name": name, "network_id": net, "ip_version": 4, "cidr": cidr,
+                "enable_dhcp": false,
+            }),
+        )
+        .await?;
         Ok((net, name))
     }
 
@@ -816,7 +817,8 @@ impl<'a> Run<'a> {
             let sg = self.login_access(&token).await?;
             server["key_name"] = json!(self.s.prefix);
             server["security_groups"] = json!([{ "name": sg }]);
-            Some(key_with(self, &token, &nova, key).await?)
+            self.register_key(&token, &nova, &key).await?;
+            Some(key)
         } else {
             None
         };
@@ -863,7 +865,7 @@ impl<'a> Run<'a> {
         let active = secs(booted);
         let (guest, session) = match &key {
             Some(key) => {
-                let mut detail = self.guest(&token, &nova, &url, &id).await?;
+                let mut detail = self.guest(&token, &url, &id).await?;
                 let session = match self.external_id.clone() {
                     Some(ext) => {
                         let (d, session) = self.login(&token, &id, &ext, key).await?;
@@ -921,7 +923,7 @@ impl<'a> Run<'a> {
 
     /// Reads the guest's console until it has reported its lease, its metadata and its SSH
     /// server, or given up on one of them; a failure names the first layer it did not reach.
-    async fn guest(&self, token: &str, nova: &str, url: &str, id: &str) -> Result<String, Failure> {
+    async fn guest(&self, token: &str, url: &str, id: &str) -> Result<String, Failure> {
         let started = Instant::now();
         let deadline = started + self.s.timeout;
         let action = format!("{url}/action");
@@ -955,13 +957,21 @@ impl<'a> Run<'a> {
             .filter_map(|a| a["addr"].as_str().map(str::to_owned))
             .collect();
         if let Some(why) = console.failure(id, &self.s.prefix, &addresses) {
-            let tail: Vec<&str> = log.lines().rev().take(12).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            // What the guest's init reported, or, when it reported nothing, the console's end.
+            let lines: Vec<&str> = log.lines().map(str::trim_end).collect();
+            let mut shown: Vec<&str> = lines
+                .iter()
+                .copied()
+                .filter(|l| l.contains("kstack-guest: "))
+                .collect();
+            if shown.is_empty() {
+                shown = lines[lines.len().saturating_sub(12)..].to_vec();
+            }
             return Err(Failure {
                 message: format!(
-                    "server {id}: {why} (after {:.1} s; the console's last lines, {nova}: {})",
+                    "server {id}: {why} (after {:.1} s; its console: {})",
                     secs(started),
-                    tail.join(" | ")
+                    shown.join(" | ")
                 ),
                 call: None,
                 services: None,
@@ -974,27 +984,41 @@ impl<'a> Run<'a> {
         ))
     }
 
+    /// Registers the run's public key with nova as a key pair named like the run.
+    async fn register_key(&mut self, token: &str, nova: &str, key: &Key) -> Result<(), Failure> {
+        let name = self.s.prefix.clone();
+        self.api
+            .call(
+                Method::POST,
+                &format!("{nova}/os-keypairs"),
+                Some(token),
+                Body::Json(&json!({ "keypair": { "name": name, "public_key": key.public } })),
+            )
+            .await?;
+        self.record(
+            Kind::Keypair,
+            &name,
+            format!("{nova}/os-keypairs/{name}"),
+            Owner::User,
+        );
+        Ok(())
+    }
+
     /// A security group that lets SSH and ping in (the default group lets nothing in); returns
     /// its id.
     async fn login_access(&mut self, token: &str) -> Result<String, Failure> {
         let neutron = self.endpoint(self.user()?, "network")?;
         let v2 = format!("{neutron}/v2.0");
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let name = self.s.prefix.clone();
+        let (sg, _) = self
+            .create(
+                token,
                 &format!("{v2}/security-groups"),
-                Some(token),
-                Body::Json(&json!({ "security_group": { "name": self.s.prefix } })),
+                Kind::SecurityGroup,
+                Owner::User,
+                json!({ "name": name }),
             )
             .await?;
-        let sg = id_of(&v["security_group"], "security group")?;
-        self.record(
-            Kind::SecurityGroup,
-            &sg,
-            format!("{v2}/security-groups/{sg}"),
-            Owner::User,
-        );
         for (protocol, port) in [("tcp", Some(22)), ("icmp", None)] {
             let mut rule = json!({
                 "security_group_id": sg, "direction": "ingress", "ethertype": "IPv4",
@@ -1040,25 +1064,16 @@ impl<'a> Run<'a> {
             .as_str()
             .ok_or_else(|| Failure::check(format!("server {server_id} has no port")))?
             .to_owned();
-        let (_, v) = self
-            .api
-            .call(
-                Method::POST,
+        let (fip, v) = self
+            .create(
+                token,
                 &format!("{v2}/floatingips"),
-                Some(token),
-                Body::Json(&json!({ "floatingip": {
-                    "floating_network_id": ext, "port_id": port,
-                }})),
+                Kind::FloatingIp,
+                Owner::User,
+                json!({ "floating_network_id": ext, "port_id": port }),
             )
             .await?;
-        let fip = id_of(&v["floatingip"], "floating IP")?;
-        self.record(
-            Kind::FloatingIp,
-            &fip,
-            format!("{v2}/floatingips/{fip}"),
-            Owner::User,
-        );
-        let address: std::net::IpAddr = v["floatingip"]["floating_ip_address"]
+        let address: std::net::IpAddr = v["floating_ip_address"]
             .as_str()
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| Failure::check(format!("floating IP {fip} has no address")))?;
@@ -1446,26 +1461,6 @@ fn mib(bytes: usize) -> String {
 const GUEST_USER: &str = "cirros";
 /// Time limit of one command on the guest.
 const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// Registers the run's public key with nova as a key pair named like the run.
-async fn key_with(run: &mut Run<'_>, token: &str, nova: &str, key: Key) -> Result<Key, Failure> {
-    let name = run.s.prefix.clone();
-    run.api
-        .call(
-            Method::POST,
-            &format!("{nova}/os-keypairs"),
-            Some(token),
-            Body::Json(&json!({ "keypair": { "name": name, "public_key": key.public } })),
-        )
-        .await?;
-    run.record(
-        Kind::Keypair,
-        &name,
-        format!("{nova}/os-keypairs/{name}"),
-        Owner::User,
-    );
-    Ok(key)
-}
 
 /// A raw disk image of `len` bytes: a master boot record whose code halts the CPU (so a
 /// server booted from it idles) and whose one partition (Linux, type 0x83) holds the rest:
