@@ -305,6 +305,36 @@ fn an_invalid_config_exits_2_before_calling_anything() {
 }
 
 #[test]
+fn a_bad_external_subnet_or_guest_image_is_named_before_calling_anything() {
+    let tmp = config_dir("");
+    let d = tmp.path().to_str().unwrap();
+    let base = [
+        "verify",
+        "--config-dir",
+        d,
+        "--os-auth-url",
+        "http://127.0.0.1:1",
+    ];
+    let out = kstack(&[&base[..], &["--external-subnet", "172.24.4.0"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--external-subnet") && stderr.contains("172.24.4.0/24"),
+        "{stderr}"
+    );
+    let missing = tmp.path().join("no-guest");
+    let out = kstack(&[&base[..], &["--guest-image", missing.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no-guest") && stderr.contains("hack/guest.sh"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("auth/tokens"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn an_empty_admin_password_exits_2() {
     let tmp = config_dir("kubernetes_namespace: \"x\"\n");
     let path = tmp.path().join("passwords.yml");

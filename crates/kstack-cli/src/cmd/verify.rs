@@ -126,7 +126,7 @@ pub struct Args {
     /// `neutron_external_interface`; the subnet's first address is the gateway, the machine
     /// reaching the floating IPs), and delete it at the end. The dev cluster's real node has
     /// 172.24.4.1/24 on the other end of its external interface: `--external-subnet 172.24.4.0/24`.
-    #[arg(long, value_name = "CIDR")]
+    #[arg(long, value_name = "CIDR", value_parser = parse_cidr)]
     pub external_subnet: Option<String>,
 }
 
@@ -220,6 +220,20 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
 
 /// The cluster's DNS domain, under which Service names also resolve.
 const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// An IPv4 subnet, `ADDR/PREFIX`, of `--external-subnet`.
+fn parse_cidr(v: &str) -> Result<String, String> {
+    let ok = v.split_once('/').is_some_and(|(addr, prefix)| {
+        addr.parse::<std::net::Ipv4Addr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 30)
+    });
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(format!(
+            "expected an IPv4 subnet ADDR/PREFIX with a prefix of at most 30, e.g. 172.24.4.0/24; got {v:?}"
+        ))
+    }
+}
 
 /// `HOST=ADDR` of `--resolve`.
 fn parse_resolve(v: &str) -> Result<(String, std::net::IpAddr), String> {
