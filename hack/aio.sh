@@ -29,6 +29,9 @@ guest_pid=$!
 say "building the images, the control plane (Go), the guest image and kstack (Rust) side by side; logs in $logs"
 cargo build -q --bin kstack
 say "kstack built"
+# kstack's dev commands run this checkout's hack/ scripts (a binary in a shared target
+# directory may have been compiled in another checkout).
+export KSTACK_HACK_DIR=$PWD/hack
 KSTACK=$PWD/target/debug/kstack
 [ -n "${CARGO_TARGET_DIR:-}" ] && KSTACK=$CARGO_TARGET_DIR/debug/kstack
 export KSTACK_CONFIG_DIR=${KSTACK_CONFIG_DIR:-$HOME/.config/kstack}

@@ -9,6 +9,10 @@
 #   --all        every test tempest and the plugins have (hours on this machine)
 #   --no-run     build the venv, write tempest.conf and stop (prints the workspace)
 #   --venv-only  build (or find) the venv, print its path and stop
+#   --external-subnet CIDR
+#                when the cloud has no external network, make one (public1, flat on physnet1,
+#                this IPv4 subnet, its first address the gateway) and keep it: floating IPs and
+#                validation over SSH need one (on the dev cluster's real node: 172.24.4.0/24)
 #   --cleanup    delete what an interrupted run left: the resources of projects named tempest-*,
 #                those projects, and users, groups, roles, domains named tempest-* (nothing else)
 #   -- ARGS      passed to `tempest run` after the script's own (a later --concurrency wins)
@@ -50,6 +54,9 @@ while [ $# -gt 0 ]; do
       select=(--regex "$2"); shift ;;
     --regex=*) select=(--regex "${1#--regex=}") ;;
     --all) select=() ;;
+    --external-subnet) [ $# -ge 2 ] || { echo "tempest.sh: --external-subnet needs a value" >&2; exit 2; }
+      export KSTACK_TEMPEST_EXTERNAL_SUBNET=$2; shift ;;
+    --external-subnet=*) export KSTACK_TEMPEST_EXTERNAL_SUBNET=${1#--external-subnet=} ;;
     --no-run) run=0 ;;
     --venv-only) venv_only=1 ;;
     --cleanup) cleanup=1 ;;
@@ -117,7 +124,12 @@ if [ ! -f "$ws/etc/tempest.conf" ] && [ ! -d "$ws/.stestr" ]; then
   mkdir -p "$(dirname "$ws")"
   rm -rf "$ws"
   # A workspace registry of our own: tempest init records workspaces in ~/.tempest otherwise.
-  tempest init --workspace-path "$cache/tempest/workspaces.yaml" --name "kstack-$hash" "$ws" \
+  # One name per workspace path; an entry whose directory is gone is dropped first (tempest
+  # init refuses a name it has).
+  wsname=kstack-$(printf '%s' "$ws" | sha256sum | cut -c1-12)
+  tempest workspace remove --workspace-path "$cache/tempest/workspaces.yaml" --name "$wsname" \
+    >/dev/null 2>&1 || true
+  tempest init --workspace-path "$cache/tempest/workspaces.yaml" --name "$wsname" "$ws" \
     >"$cache/tempest/init.log" 2>&1 || { cat "$cache/tempest/init.log" >&2; exit 1; }
 fi
 mkdir -p "$ws/etc"

@@ -47,6 +47,10 @@ next_log=$(mktemp -t kstack-images-next.XXXXXX.log)
 ( bash hack/images.sh >"$images_log" 2>&1 && bash hack/images.sh --tag "$next_tag" >"$next_log" 2>&1 ) &
 images_pid=$!
 trap 'kill $images_pid 2>/dev/null || true; phases' EXIT
+# Tempest's venv (PyPI, cached by its pins) for the real-node test's tempest run: hack/tempest.sh
+# takes a lock, so that run waits for this build and then finds it.
+tempest_venv_log=$(mktemp -t kstack-tempest-venv.XXXXXX.log)
+bash hack/tempest.sh --venv-only >"$tempest_venv_log" 2>&1 &
 
 phase "cargo fmt --check"
 cargo fmt --all -- --check
@@ -120,7 +124,7 @@ export KSTACK_E2E_NEXT_TAG=$next_tag
 KSTACK_E2E_GUEST_IMAGE=$(bash hack/guest.sh | tail -n 1)
 export KSTACK_E2E_GUEST_IMAGE
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)
-phase "end-to-end tests: simulated nodes, then the real node (real_cloud, real_ha)"
+phase "end-to-end tests: simulated nodes, then the real node (real_cloud with tempest smoke, real_ha)"
 tests cargo test -p kstack-e2e -- --nocapture   # the real-node test prints its figures
 
 phase "schemathesis against the inventory service's OpenAPI document (no 5xx)"

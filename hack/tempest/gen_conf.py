@@ -291,6 +291,13 @@ def main():
     ap.add_argument("--public-network", default=os.environ.get("KSTACK_TEMPEST_PUBLIC_NETWORK"),
                     help="name or id of the external network (default: the oldest one that is "
                          "not a test's own, kstack-verify-*/tempest-*)")
+    ap.add_argument("--external-subnet", default=os.environ.get("KSTACK_TEMPEST_EXTERNAL_SUBNET"),
+                    help="when the cloud has no external network: make one, public1, flat on "
+                         "--physical-network with this IPv4 subnet (its first address the "
+                         "gateway), kept for later runs")
+    ap.add_argument("--physical-network", default="physnet1",
+                    help="the provider network of --external-subnet (default physnet1, the "
+                         "bridge of the first neutron_external_interface)")
     args = ap.parse_args()
     ns = args.namespace
 
@@ -343,8 +350,12 @@ def main():
     if unresolved:
         say(f"warning: no Service for {sorted(set(unresolved))}")
 
-    has = {t: t in catalog for t in ("compute", "image", "network", "volumev3", "orchestration",
+    has = {t: t in catalog for t in ("compute", "image", "network", "orchestration",
                                       "placement", "object-store", "identity")}
+    # Cinder's type in the catalog: block-storage (the official one, kstack registers it), or
+    # an older cloud's volumev3.
+    volume_type = next((t for t in ("block-storage", "volumev3") if t in catalog), None)
+    has["volume"] = volume_type is not None
 
     # Flavors.
     flavor = find_or_create_flavor(conn, f"{PREFIX}-128", 128)
@@ -390,16 +401,28 @@ def main():
         public = next((n for n in sorted(externals, key=lambda n: n.created_at or "")
                        if not re.match(r"(kstack-verify-|tempest-|kstack-tempest-)", n.name or "")),
                       None)
+    if public is None and args.external_subnet and has["network"]:
+        # What an operator makes once after a deploy (kolla-ansible's init-runonce names it
+        # public1): a provider network for routers' gateways and floating IPs. Tempest's
+        # floating IP and scenario tests need one that outlives a test.
+        public = conn.network.create_network(
+            name="public1", is_router_external=True, provider_network_type="flat",
+            provider_physical_network=args.physical_network)
+        conn.network.create_subnet(
+            name="public1-subnet", network_id=public.id, ip_version=4,
+            cidr=args.external_subnet, is_dhcp_enabled=False)
+        say(f"external network public1 made: flat on {args.physical_network}, "
+            f"subnet {args.external_subnet}")
     extensions = sorted(e.alias for e in conn.network.extensions()) if has["network"] else []
     plain6, slaac6 = probe_ipv6(conn) if has["network"] else (False, False)
 
     # Compute and volume facts.
     hypervisors = list(conn.compute.hypervisors()) if has["compute"] else []
     compute_mv = max_microversion(conn, "compute", iface) if has["compute"] else None
-    volume_mv = max_microversion(conn, "volumev3", iface) if has["volumev3"] else None
+    volume_mv = max_microversion(conn, volume_type, iface) if has["volume"] else None
     placement_mv = max_microversion(conn, "placement", iface) if has["placement"] else None
     cinder_binaries, pools = set(), []
-    if has["volumev3"]:
+    if has["volume"]:
         cinder_binaries = {s.binary for s in conn.block_storage.services()
                            if s.state == "up" and s.status == "enabled"}
         try:
@@ -478,7 +501,7 @@ def main():
     section("identity-feature-enabled", api_v2=False, api_v3=True, trust=True,
             access_rules=True, security_compliance=False)
     section("service_available", nova=has["compute"], glance=has["image"],
-            neutron=has["network"], cinder=has["volumev3"], heat=has["orchestration"],
+            neutron=has["network"], cinder=has["volume"], heat=has["orchestration"],
             swift=False, horizon=dashboard_url is not None)
     if dashboard_url:
         section("dashboard", dashboard_url=dashboard_url)
@@ -534,7 +557,7 @@ def main():
         scenario.update(img_file=os.path.join(args.image_cache, "kstack-tempest-raw.img"),
                         img_disk_format="raw", img_container_format="bare")
     section("scenario", **scenario)
-    section("volume", endpoint_type=iface, region=region, catalog_type="volumev3",
+    section("volume", endpoint_type=iface, region=region, catalog_type=volume_type or "block-storage",
             build_timeout=300, max_microversion=volume_mv,
             storage_protocol=caps.get("storage_protocol"),
             vendor_name=caps.get("vendor_name"),
