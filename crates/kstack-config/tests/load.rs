@@ -221,6 +221,24 @@ fn namespace_and_image_references_name_file_line_and_field() {
 }
 
 #[test]
+fn kubernetes_own_namespaces_are_refused_with_file_line_and_field() {
+    for ns in ["kube-system", "default", "kube-public", "kube-node-lease"] {
+        let (globals, diags) = load_globals(&format!(
+            "---\nenable_cinder: no\nkubernetes_namespace: {ns}\n"
+        ));
+        assert!(globals.is_none(), "{ns} accepted");
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!(d.field.as_deref(), Some("kubernetes_namespace"), "{ns}");
+        assert_eq!(d.line, 3, "{ns}");
+        let out = render_plain(&diags);
+        assert!(out.contains("Kubernetes' own namespaces"), "{out}");
+    }
+    // A namespace of the operator's own is fine.
+    let (globals, diags) = load_globals("---\nkubernetes_namespace: cloud-a\n");
+    assert!(globals.is_some(), "{}", render_plain(&diags));
+}
+
+#[test]
 fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let mut s = sources(
         "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",

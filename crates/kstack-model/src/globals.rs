@@ -671,8 +671,9 @@ fn check_names(t: &mut Typer<'_>, skip: &BTreeSet<&String>, n: &Names<'_>) {
         "kubernetes_namespace",
         n.kubernetes_namespace,
         "Kubernetes namespace",
-        names::dns1123_label(n.kubernetes_namespace),
-        "a namespace is a DNS-1123 label: at most 63 lower-case letters, digits and `-`, starting and ending with a letter or digit, e.g. `openstack`",
+        names::dns1123_label(n.kubernetes_namespace)
+            .and_then(|()| names::own_namespace(n.kubernetes_namespace)),
+        "a namespace is a DNS-1123 label: at most 63 lower-case letters, digits and `-`, starting and ending with a letter or digit, e.g. `openstack`, and one of the cloud's own (kstack labels, prunes and manages everything in it)",
     );
     if !n.docker_registry.is_empty() {
         check(

@@ -35,6 +35,23 @@ fn show(c: char) -> String {
     }
 }
 
+/// Namespaces Kubernetes itself uses: never the cloud's (kstack labels the namespace it deploys
+/// into and prunes what it owns there).
+pub const RESERVED_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// `Err` when `ns` is one of Kubernetes' own namespaces ([`RESERVED_NAMESPACES`]).
+pub fn own_namespace(ns: &str) -> Result<(), String> {
+    if RESERVED_NAMESPACES.contains(&ns) {
+        Err(format!(
+            "it is one of Kubernetes' own namespaces ({}), not one for a cloud",
+            RESERVED_NAMESPACES.join(", ")
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// An RFC 1123 label, what a Kubernetes namespace name must be.
 pub fn dns1123_label(s: &str) -> Result<(), String> {
     if s.is_empty() {

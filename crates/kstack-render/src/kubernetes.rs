@@ -234,6 +234,13 @@ fn namespace(globals: &Globals) -> Namespace {
     }
 }
 
+/// A container's arguments as written: the kubelet expands `$(VAR)` in `command` and `args`
+/// from the container's env (a globals value such as `RegionOne$(OS_BOOTSTRAP_PASSWORD)` would
+/// put a password in a public field), and `$$` is its escape for `$`.
+fn literal_args(args: &[String]) -> Vec<String> {
+    args.iter().map(|a| a.replace('$', "$$")).collect()
+}
+
 fn probe(h: &catalog::Healthcheck) -> Probe {
     let mut p = Probe::default();
     match &h.test {
@@ -1237,7 +1244,7 @@ impl Renderer<'_> {
         let container = Container {
             name: spec.container.clone(),
             image: Some(spec.image.clone()),
-            args: spec.args.clone(),
+            args: spec.args.as_deref().map(literal_args),
             env: Some(env),
             volume_mounts: Some(mounts),
             security_context: src.and_then(|(_, s)| security_context(s)),

@@ -649,9 +649,11 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                         ),
                     }
                 }
+                // Both targets escape `$` as `$$` (the kubelet's and Compose's escape): the
+                // same words once unescaped.
                 let k8s_command = c.args.clone().or(c.command.clone()).map(|a| {
                     a.iter()
-                        .map(|w| address_on_one_node(&config, w))
+                        .map(|w| address_on_one_node(&config, &w.replace("$$", "$")))
                         .collect::<Vec<_>>()
                 });
                 // A first-boot task with a data volume runs once per volume on Compose, through

@@ -389,6 +389,41 @@ fn every_bootstrap_task_is_a_labelled_job() {
 }
 
 #[test]
+fn a_dollar_in_a_globals_value_reaches_a_container_literally_never_as_an_env_reference() {
+    // The kubelet expands `$(VAR)` in args from the container's env: the bootstrap Job has the
+    // admin password as OS_BOOTSTRAP_PASSWORD and the region as an argument.
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(serde_json::json!({
+            "openstack_region_name": "RegionOne$(OS_BOOTSTRAP_PASSWORD)",
+        })),
+    );
+    let mut jobs = 0;
+    for o in r.objects.iter().filter(|o| o.kind() == "Job") {
+        jobs += 1;
+        for c in &pod_spec(o).unwrap().containers {
+            for a in c.args.iter().flatten().chain(c.command.iter().flatten()) {
+                // Every `$` is doubled: `$$` is the kubelet's escape for a literal `$`.
+                let undoubled = a.replace("$$", "");
+                assert!(!undoubled.contains('$'), "{}: {a}", o.name());
+            }
+        }
+    }
+    assert!(jobs > 0);
+    let ks = r
+        .objects
+        .iter()
+        .find(|o| o.kind() == "Job" && o.name().starts_with("keystone-keystone-bootstrap-"))
+        .unwrap();
+    let args = pod_spec(ks).unwrap().containers[0].args.clone().unwrap();
+    assert!(
+        args.iter()
+            .any(|a| a.contains("--bootstrap-region-id 'RegionOne$$(OS_BOOTSTRAP_PASSWORD)'")),
+        "{args:?}"
+    );
+}
+
+#[test]
 fn keystone_registers_itself_and_others_use_kolla_toolbox() {
     let r = default_cloud();
     let job = |prefix: &str| {

@@ -107,12 +107,18 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// One file per object, prefixed with its position so `ls` shows the apply order.
+/// One file per object, prefixed with its position so `ls` shows the apply order. A Secret's
+/// manifest (base64 of passwords) gets mode 0600, every other one 0644.
 fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (i, o) in rendered.objects.iter().enumerate() {
         let path = dir.join(format!("{i:03}-{}", o.file_name("yaml")));
-        std::fs::write(&path, o.to_yaml())
+        let secret = o.kind() == "Secret";
+        // A mode the operator tightened on an earlier render stays.
+        let mode = fs::keep_tighter(&path, if secret { 0o600 } else { 0o644 });
+        // Replace, never follow, what is there: the mode must hold from the first byte.
+        let _ = std::fs::remove_file(&path);
+        fs::create_new(&path, o.to_yaml().as_bytes(), mode)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!(
@@ -220,5 +226,23 @@ mod tests {
         assert_eq!(files[0], "000-namespace-openstack.yaml");
         let first = std::fs::read_to_string(tmp.path().join(&files[0])).unwrap();
         assert!(first.contains("kind: Namespace"), "{first}");
+        // Secrets (base64 of passwords) are for their owner alone, whatever the umask.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mut secrets = 0;
+            for f in &files {
+                let path = tmp.path().join(f);
+                let text = std::fs::read_to_string(&path).unwrap();
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                if text.contains("\nkind: Secret\n") || text.starts_with("kind: Secret\n") {
+                    secrets += 1;
+                    assert_eq!(mode, 0o600, "{f}");
+                } else {
+                    assert_eq!(mode, 0o644, "{f}");
+                }
+            }
+            assert!(secrets > 0, "no Secret manifest among {files:?}");
+        }
     }
 }
