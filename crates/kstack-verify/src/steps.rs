@@ -66,6 +66,8 @@ pub(crate) struct Run<'a> {
     pub created: Vec<Created>,
     image_id: Option<String>,
     network_id: Option<String>,
+    /// With a guest: a second network behind the same router, and its subnet.
+    second_network: Option<(String, String)>,
     flavor_id: Option<String>,
     /// The external network the router's gateway is on (id), when the cloud has one.
     external_id: Option<String>,
@@ -95,6 +97,7 @@ impl<'a> Run<'a> {
             created: Vec::new(),
             image_id: None,
             network_id: None,
+            second_network: None,
             flavor_id: None,
             external_id: None,
         }
@@ -669,6 +672,51 @@ impl<'a> Run<'a> {
             body: Some(attach),
         });
         self.network_id = Some(net);
+        // With a guest, a second network behind the same router: a server there must answer
+        // the first one's ping (routing between tenant networks).
+        let second = match (&self.s.guest, next_subnet(&self.s.cidr)) {
+            (Some(_), Some(cidr)) => {
+                let name_b = format!("{name}-b");
+                let (net_b, _) = self
+                    .create(
+                        &token,
+                        &format!("{v2}/networks"),
+                        Kind::Network,
+                        Owner::User,
+                        json!({ "name": name_b }),
+                    )
+                    .await?;
+                let (subnet_b, _) = self
+                    .create(
+                        &token,
+                        &format!("{v2}/subnets"),
+                        Kind::Subnet,
+                        Owner::User,
+                        json!({ "name": name_b, "network_id": net_b, "ip_version": 4, "cidr": cidr }),
+                    )
+                    .await?;
+                let attach = json!({ "subnet_id": subnet_b });
+                self.api
+                    .call(
+                        Method::PUT,
+                        &format!("{v2}/routers/{router}/add_router_interface"),
+                        Some(&token),
+                        Body::Json(&attach),
+                    )
+                    .await?;
+                self.created.push(Created {
+                    kind: Kind::RouterInterface,
+                    name: name_b.clone(),
+                    id: subnet_b,
+                    url: format!("{v2}/routers/{router}/remove_router_interface"),
+                    owner: Owner::User,
+                    body: Some(attach),
+                });
+                self.second_network = Some((net_b, cidr.clone()));
+                format!(", a second network {name_b} ({cidr}) on the same router")
+            }
+            _ => String::new(),
+        };
         let gateway = match external {
             Some((ext, ext_name)) => {
                 self.api
@@ -687,7 +735,7 @@ impl<'a> Run<'a> {
             None => ", no external network for a gateway".to_owned(),
         };
         Ok(format!(
-            "network, subnet {} and router {name}, subnet attached{gateway}",
+            "network, subnet {} and router {name}, subnet attached{second}{gateway}",
             self.s.cidr
         ))
     }
@@ -822,28 +870,117 @@ impl<'a> Run<'a> {
         } else {
             None
         };
+        let (id, url) = self.boot(&token, &nova, &server).await?;
+        let booted = Instant::now();
+        // The second server boots beside the first (same key and security group).
+        let second = match (&key, self.second_network.clone()) {
+            (Some(_), Some((net_b, _))) => {
+                let mut b = server.clone();
+                b["name"] = json!(format!("{}-b", self.s.prefix));
+                b["networks"] = json!([{ "uuid": net_b }]);
+                Some(self.boot(&token, &nova, &b).await?)
+            }
+            _ => None,
+        };
+        self.wait_active(&token, &id, &url).await?;
+        let active = secs(booted);
+        let (guest, session) = match &key {
+            Some(key) => {
+                let mut detail = self.guest(&token, &url, &id, &self.s.prefix).await?;
+                let session = match self.external_id.clone() {
+                    Some(ext) => {
+                        let (d, session) = self.login(&token, &id, &ext, key).await?;
+                        detail.push_str("; ");
+                        detail.push_str(&d);
+                        Some(session)
+                    }
+                    None => {
+                        detail
+                            .push_str("; no external network, so no floating IP and no SSH login");
+                        None
+                    }
+                };
+                (format!("; {detail}"), session)
+            }
+            None => (String::new(), None),
+        };
+        let across = match (&second, &session) {
+            (Some((id_b, url_b)), Some(session)) => {
+                self.wait_active(&token, id_b, url_b).await?;
+                let name_b = format!("{}-b", self.s.prefix);
+                self.guest(&token, url_b, id_b, &name_b).await?;
+                let d = self.ping_across(session, &token, id_b, url_b).await?;
+                self.delete_server(&token, url_b).await?;
+                d
+            }
+            _ => String::new(),
+        };
+        let guest = format!("{guest}{across}");
+        // With Cinder, a volume attached to the running server, which its deletion releases (a
+        // detach from a running guest waits for the guest to let the device go).
+        let volume = if self.s.project_enabled("cinder") {
+            let cinder = self.endpoint(self.user()?, "block-storage")?;
+            let (volume, t) = self.attach_volume(&token, &cinder, &url).await?;
+            let written = match &session {
+                Some(session) => Some(self.write_volume(session).await?),
+                None => None,
+            };
+            Some((volume, t, written))
+        } else {
+            None
+        };
+        let deleting = Instant::now();
+        self.delete_server(&token, &url).await?;
+        let gone = secs(deleting);
+        let attached = match volume {
+            Some((volume, t, written)) => {
+                self.wait_volume(&volume, &token, "available").await?;
+                self.delete_volume(&volume, &token).await?;
+                format!(
+                    "; a 1 GiB volume attached (in-use) after {t:.1} s{}, available again once the server was deleted",
+                    written.unwrap_or_default()
+                )
+            }
+            None => String::new(),
+        };
+        Ok(format!(
+            "ACTIVE after {active:.1} s{guest}{attached}; deleted and gone after {gone:.1} s"
+        ))
+    }
+
+    /// Creates a server (recorded for the cleanup): its id and URL.
+    async fn boot(
+        &mut self,
+        token: &str,
+        nova: &str,
+        server: &Value,
+    ) -> Result<(String, String), Failure> {
         let (_, v) = self
             .api
             .call(
                 Method::POST,
                 &format!("{nova}/servers"),
-                Some(&token),
+                Some(token),
                 Body::Json(&json!({ "server": server })),
             )
             .await?;
         let id = id_of(&v["server"], "server")?;
         let url = format!("{nova}/servers/{id}");
         self.record(Kind::Server, &id, url.clone(), Owner::User);
-        let booted = Instant::now();
-        let deadline = booted + self.s.timeout;
+        Ok((id, url))
+    }
+
+    /// Waits until the server is ACTIVE; ERROR (with nova's fault) or the time limit fail.
+    async fn wait_active(&self, token: &str, id: &str, url: &str) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.s.timeout;
         loop {
             let (_, v) = self
                 .api
-                .call(Method::GET, &url, Some(&token), Body::None)
+                .call(Method::GET, url, Some(token), Body::None)
                 .await?;
             let s = &v["server"];
             match s["status"].as_str().unwrap_or_default() {
-                "ACTIVE" => break,
+                "ACTIVE" => return Ok(()),
                 "ERROR" => {
                     let fault = s["fault"]["message"].as_str().unwrap_or("no fault message");
                     return Err(Failure::check(format!(
@@ -862,68 +999,62 @@ impl<'a> Run<'a> {
             }
             tokio::time::sleep(self.s.poll_interval).await;
         }
-        let active = secs(booted);
-        let (guest, session) = match &key {
-            Some(key) => {
-                let mut detail = self.guest(&token, &url, &id).await?;
-                let session = match self.external_id.clone() {
-                    Some(ext) => {
-                        let (d, session) = self.login(&token, &id, &ext, key).await?;
-                        detail.push_str("; ");
-                        detail.push_str(&d);
-                        Some(session)
-                    }
-                    None => {
-                        detail
-                            .push_str("; no external network, so no floating IP and no SSH login");
-                        None
-                    }
-                };
-                (format!("; {detail}"), session)
-            }
-            None => (String::new(), None),
-        };
-        // With Cinder, a volume attached to the running server, which its deletion releases (a
-        // detach from a running guest waits for the guest to let the device go).
-        let volume = if self.s.project_enabled("cinder") {
-            let cinder = self.endpoint(self.user()?, "block-storage")?;
-            let (volume, t) = self.attach_volume(&token, &cinder, &url).await?;
-            let written = match &session {
-                Some(session) => Some(self.write_volume(session).await?),
-                None => None,
-            };
-            Some((volume, t, written))
-        } else {
-            None
-        };
-        let deleting = Instant::now();
+    }
+
+    /// Deletes a server and waits until it is gone.
+    async fn delete_server(&mut self, token: &str, url: &str) -> Result<(), Failure> {
         self.api
-            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .call(Method::DELETE, url, Some(token), Body::None)
             .await?;
-        crate::cleanup::wait_gone(&self.api, self.s, Kind::Server, &url, &token)
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Server, url, token)
             .await
             .map_err(Failure::check)?;
-        self.forget(&url);
-        let gone = secs(deleting);
-        let attached = match volume {
-            Some((volume, t, written)) => {
-                self.wait_volume(&volume, &token, "available").await?;
-                self.delete_volume(&volume, &token).await?;
-                format!(
-                    "; a 1 GiB volume attached (in-use) after {t:.1} s{}, available again once the server was deleted",
-                    written.unwrap_or_default()
-                )
-            }
-            None => String::new(),
-        };
+        self.forget(url);
+        Ok(())
+    }
+
+    /// From the first guest (over SSH), the second server's fixed address on the other
+    /// network answers ping: the router routes between the two tenant networks.
+    async fn ping_across(
+        &self,
+        session: &ssh::Session,
+        token: &str,
+        id_b: &str,
+        url_b: &str,
+    ) -> Result<String, Failure> {
+        let (_, v) = self
+            .api
+            .call(Method::GET, url_b, Some(token), Body::None)
+            .await?;
+        let address = v["server"]["addresses"]
+            .as_object()
+            .into_iter()
+            .flat_map(|nets| nets.values())
+            .filter_map(Value::as_array)
+            .flatten()
+            .find_map(|a| a["addr"].as_str().map(str::to_owned))
+            .ok_or_else(|| Failure::check(format!("server {id_b} has no address")))?;
+        let started = Instant::now();
+        let (status, out) = session
+            .run(&format!("ping -c 3 -W 5 {address}"), COMMAND_TIMEOUT * 4)
+            .await
+            .map_err(|e| Failure::check(format!("no SSH: {e}")))?;
+        if status != 0 {
+            let last: Vec<&str> = out.lines().rev().take(2).collect();
+            return Err(Failure::check(format!(
+                "no route between the tenant networks: `ping -c 3 {address}` (server {id_b}, the second network) from the first guest exited {status}: {}",
+                last.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )));
+        }
         Ok(format!(
-            "ACTIVE after {active:.1} s{guest}{attached}; deleted and gone after {gone:.1} s"
+            "; the second server, on the other network behind the same router, got its lease and metadata too and answered the first one's ping at {address} ({:.1} s)",
+            secs(started)
         ))
     }
 
     /// Reads the guest's console until it has reported its lease, its metadata and its SSH
     /// server, or given up on one of them; a failure names the first layer it did not reach.
-    async fn guest(&self, token: &str, url: &str, id: &str) -> Result<String, Failure> {
+    async fn guest(&self, token: &str, url: &str, id: &str, name: &str) -> Result<String, Failure> {
         let started = Instant::now();
         let deadline = started + self.s.timeout;
         let action = format!("{url}/action");
@@ -956,7 +1087,7 @@ impl<'a> Run<'a> {
             .flatten()
             .filter_map(|a| a["addr"].as_str().map(str::to_owned))
             .collect();
-        if let Some(why) = console.failure(id, &self.s.prefix, &addresses) {
+        if let Some(why) = console.failure(id, name, &addresses) {
             // What the guest's init reported, or, when it reported nothing, the console's end.
             let lines: Vec<&str> = log.lines().map(str::trim_end).collect();
             let mut shown: Vec<&str> = lines
@@ -1445,6 +1576,18 @@ fn in_region(ep: &Value, region: &str) -> bool {
 }
 
 /// The `id` of a created resource; a missing one fails the step.
+/// The IPv4 block of the same size right after `cidr` (`10.99.0.0/24` → `10.99.1.0/24`);
+/// `None` when it is not an IPv4 block or none follows.
+pub(crate) fn next_subnet(cidr: &str) -> Option<String> {
+    let (addr, len) = cidr.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| (1..=30).contains(l))?;
+    let size = 1u32 << (32 - len);
+    let base = u32::from(addr) & !(size - 1);
+    let next = base.checked_add(size)?;
+    Some(format!("{}/{len}", std::net::Ipv4Addr::from(next)))
+}
+
 fn id_of(v: &Value, what: &str) -> Result<String, Failure> {
     v["id"]
         .as_str()
@@ -1490,6 +1633,19 @@ pub(crate) fn image_bytes(len: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_second_network_is_the_next_block_of_the_same_size() {
+        assert_eq!(next_subnet("10.99.0.0/24").as_deref(), Some("10.99.1.0/24"));
+        assert_eq!(next_subnet("10.99.0.7/24").as_deref(), Some("10.99.1.0/24"));
+        assert_eq!(
+            next_subnet("192.168.0.0/28").as_deref(),
+            Some("192.168.0.16/28")
+        );
+        assert_eq!(next_subnet("255.255.255.0/24"), None);
+        assert_eq!(next_subnet("fd00::/64"), None);
+        assert_eq!(next_subnet("10.0.0.0/31"), None);
+    }
 
     #[test]
     fn images_boot_sector_and_random_rest() {
