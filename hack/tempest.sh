@@ -159,6 +159,8 @@ if [ "$run" = 0 ]; then echo "$ws"; exit 0; fi
 if [ "$cleanup" = 1 ]; then python "$tdir/cleanup.py"; exit 0; fi
 
 # --- 4. tempest run ---------------------------------------------------------------------------
+# The scenarios ping guests' floating IPs from this machine.
+command -v ping >/dev/null || { log "no ping on this machine (Debian: iputils-ping; bash hack/deps.sh installs it)"; exit 1; }
 cd "$ws"
 start=$(date +%s)
 rc=0
