@@ -72,6 +72,10 @@ qemu_max_processes: 0
 enable_central_logging: "yes"
 # The real node's stand-in for an uplink NIC (hack/realnode.sh): the other end has 172.24.4.1/24.
 neutron_external_interface: kstack-ext0
+# The provider network on it (public1), for routers' gateways and floating IPs this machine
+# reaches.
+kstack_external_network: "yes"
+kstack_external_network_cidr: 172.24.4.0/24
 G
 fi
 "$KSTACK" genpwd

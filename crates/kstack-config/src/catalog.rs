@@ -44,6 +44,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
             service, unknown, ..
         } => (service, Some(unknown)),
         CatalogIssue::PhaseOrder { service, after, .. } => (service, Some(after)),
+        CatalogIssue::UnknownTaskCondition { service, var, .. } => (service, Some(var)),
         CatalogIssue::NoContainers { service } | CatalogIssue::MissingField { service, .. } => {
             (service, None)
         }
@@ -65,7 +66,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
-        | CatalogIssue::PhaseOrder { .. } => format!("services.{service}.bootstrap"),
+        | CatalogIssue::PhaseOrder { .. }
+        | CatalogIssue::UnknownTaskCondition { .. } => format!("services.{service}.bootstrap"),
         CatalogIssue::NoContainers { .. }
         | CatalogIssue::UnknownFact { .. }
         | CatalogIssue::BadOwner { .. }

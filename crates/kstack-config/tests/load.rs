@@ -239,6 +239,81 @@ fn kubernetes_own_namespaces_are_refused_with_file_line_and_field() {
 }
 
 #[test]
+fn the_external_network_settings_are_checked_only_when_it_is_on() {
+    // Off (the default): nothing is checked, no network.
+    let (g, diags) = load_globals("---\nkstack_external_network_cidr: nonsense\n");
+    assert!(
+        g.is_some_and(|g| g.external_network.is_none()),
+        "{}",
+        render_plain(&diags)
+    );
+    // On, with defaults for the rest: gateway the first address, physnet1, public1.
+    let (g, diags) = load_globals(
+        "---\nkstack_external_network: \"yes\"\nkstack_external_network_cidr: 172.24.4.0/24\n",
+    );
+    let net = g
+        .and_then(|g| g.external_network)
+        .unwrap_or_else(|| panic!("{}", render_plain(&diags)));
+    assert_eq!(
+        (
+            net.name.as_str(),
+            net.physnet.as_str(),
+            net.gateway.as_str(),
+            net.pool
+        ),
+        ("public1", "physnet1", "172.24.4.1", None)
+    );
+    // Each wrong value is named with its line.
+    for (text, field, line) in [
+        (
+            "kstack_external_network_cidr: 172.24.4.1/24\n",
+            "kstack_external_network_cidr",
+            3,
+        ),
+        (
+            "kstack_external_network_cidr: \"\"\n",
+            "kstack_external_network_cidr",
+            3,
+        ),
+        (
+            "kstack_external_network_cidr: fd00::/64\n",
+            "kstack_external_network_cidr",
+            3,
+        ),
+        (
+            "kstack_external_network_cidr: 172.24.4.0/24\nkstack_external_network_gateway: 172.24.5.1\n",
+            "kstack_external_network_gateway",
+            4,
+        ),
+        (
+            "kstack_external_network_cidr: 172.24.4.0/24\nkstack_external_network_pool: 172.24.4.200-172.24.4.100\n",
+            "kstack_external_network_pool",
+            4,
+        ),
+        (
+            "kstack_external_network_cidr: 172.24.4.0/24\nkstack_external_network_pool: 172.24.4.100-172.24.4.255\n",
+            "kstack_external_network_pool",
+            4,
+        ),
+        (
+            "kstack_external_network_cidr: 172.24.4.0/24\nkstack_external_network_physnet: physnet2\n",
+            "kstack_external_network_physnet",
+            4,
+        ),
+    ] {
+        let (g, diags) = load_globals(&format!("---\nkstack_external_network: \"yes\"\n{text}"));
+        assert!(g.is_none(), "accepted: {text}");
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!((d.field.as_deref(), d.line), (Some(field), line), "{text}");
+    }
+    // Two external interfaces: physnet2 is the second one's.
+    let (g, diags) = load_globals(
+        "---\nneutron_external_interface: eth1,eth2\nkstack_external_network: \"yes\"\nkstack_external_network_cidr: 10.0.0.0/24\nkstack_external_network_physnet: physnet2\n",
+    );
+    assert!(g.is_some(), "{}", render_plain(&diags));
+}
+
+#[test]
 fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let mut s = sources(
         "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",

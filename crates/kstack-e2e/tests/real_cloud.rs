@@ -21,10 +21,12 @@ use support::{
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
-/// default), central logging, and Cinder with its volumes in a Ceph cluster, with a longer step
-/// limit for a loaded machine.
+/// default), central logging, Cinder with its volumes in a Ceph cluster, and the provider
+/// network kstack makes on the node's external interface (whose other end has 172.24.4.1/24),
+/// with a longer step limit for a loaded machine.
 const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n\
-    enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n";
+    enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n\
+    kstack_external_network: \"yes\"\nkstack_external_network_cidr: 172.24.4.0/24\n";
 
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
@@ -123,6 +125,18 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
+    // The router's gateway is on the provider network the deploy made (public1), not on a
+    // scratch one of verify's.
+    let network = steps
+        .iter()
+        .find(|s| s["step"] == "network")
+        .context("network step")?;
+    assert!(
+        network["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("gateway on the external network public1")),
+        "{network}"
+    );
     // The server step attached a volume in Ceph to the running server (QEMU through librbd,
     // with the key libvirt holds); deleting the server released it.
     let server = steps

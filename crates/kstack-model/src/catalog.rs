@@ -413,6 +413,10 @@ pub struct BootstrapTask {
     /// way (Keystone's key setup: a Secret the engine creates on Kubernetes) names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only_on: Option<TaskTarget>,
+    /// A boolean variable of globals.yml: the task exists only when it is true (the
+    /// external network kstack makes with `kstack_external_network`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
 }
 
 /// A deployment target, as a bootstrap task names it in `only_on`.
@@ -519,6 +523,9 @@ pub enum BootstrapKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         roles: Vec<String>,
     },
+    /// Make the external (provider) network of `kstack_external_network*` when it does not
+    /// exist yet (kolla-toolbox's `openstack` client, as the admin).
+    ExternalNetwork {},
     /// Run a command in an image (the service's first image when absent).
     Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -645,6 +652,14 @@ pub enum CatalogIssue {
         template: String,
         var: String,
     },
+    #[error(
+        "service `{service}`: bootstrap task `{task}` has `when: {var}`, which is not a boolean setting kstack knows"
+    )]
+    UnknownTaskCondition {
+        service: String,
+        task: String,
+        var: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -661,19 +676,22 @@ pub enum CatalogError {
 }
 
 impl Catalog {
-    /// Drops every config file whose `when` setting is not true in `vars` (globals.yml after
-    /// defaults), so every consumer of the catalog sees the files the containers get.
+    /// Drops every config file and bootstrap task whose `when` setting is not true in `vars`
+    /// (globals.yml after defaults), so every consumer of the catalog sees the files the
+    /// containers get and the tasks that run.
     pub fn apply_conditions(&mut self, vars: &BTreeMap<String, serde_json::Value>) {
         for s in self.services.values_mut() {
+            let holds = |when: &Option<String>| {
+                when.as_ref().is_none_or(|var| {
+                    vars.get(var)
+                        .and_then(crate::globals::parse_bool)
+                        .unwrap_or(false)
+                })
+            };
             for c in &mut s.containers {
-                c.config_files.retain(|f| {
-                    f.when.as_ref().is_none_or(|var| {
-                        vars.get(var)
-                            .and_then(crate::globals::parse_bool)
-                            .unwrap_or(false)
-                    })
-                });
+                c.config_files.retain(|f| holds(&f.when));
             }
+            s.bootstrap.retain(|t| holds(&t.when));
         }
     }
 
@@ -836,6 +854,16 @@ impl Catalog {
             }
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
+                if let Some(var) = &t.when
+                    && !crate::globals::BOOL_SETTINGS.contains(&var.as_str())
+                    && !var.starts_with("enable_")
+                {
+                    issues.push(CatalogIssue::UnknownTaskCondition {
+                        service: name.clone(),
+                        task: t.name.clone(),
+                        var: var.clone(),
+                    });
+                }
                 for need in &t.needs {
                     if !self.services.contains_key(need) {
                         issues.push(CatalogIssue::UnknownBootstrapNeed {

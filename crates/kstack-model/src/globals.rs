@@ -131,8 +131,30 @@ pub struct Globals {
     pub fernet: FernetTiming,
     /// Cinder's volumes in a Ceph cluster (`cinder_backend_ceph`), when on.
     pub cinder_ceph: Option<CephBackend>,
+    /// The provider network kstack makes once Neutron runs (`kstack_external_network`), when on.
+    pub external_network: Option<ExternalNetwork>,
     /// Every variable after merging defaults, user values and derived values; templates read these.
     pub vars: BTreeMap<String, Value>,
+}
+
+/// The external (provider) network of the cloud, made by kstack after Neutron is up, as an
+/// operator does once after a deploy: flat on a physical network of
+/// `neutron_external_interface`, shared by every project's routers for their gateways and
+/// floating IPs. Settings `kstack_external_network*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalNetwork {
+    /// `kstack_external_network_name` (default `public1`); its subnet is `<name>-subnet`.
+    pub name: String,
+    /// `kstack_external_network_physnet` (default `physnet1`, the first external interface's).
+    pub physnet: String,
+    /// `kstack_external_network_cidr`: the IPv4 subnet, e.g. `172.24.4.0/24`.
+    pub cidr: String,
+    /// `kstack_external_network_gateway`: the upstream router's address (default: the
+    /// subnet's first address).
+    pub gateway: String,
+    /// `kstack_external_network_pool`: `START-END` of the addresses Neutron hands out (router
+    /// gateways, floating IPs); default: every address of the subnet but the gateway.
+    pub pool: Option<(String, String)>,
 }
 
 /// A Cinder volume backend in an external Ceph cluster, as kolla-ansible's settings name it:
@@ -170,6 +192,7 @@ impl CephBackend {
 /// file may name in `when`.
 pub const BOOL_SETTINGS: &[&str] = &[
     "cinder_backend_ceph",
+    "kstack_external_network",
     "om_enable_rabbitmq_stream_fanout",
     "openstack_logging_debug",
 ];
@@ -223,6 +246,13 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("ceph_cinder_user", "cinder"),
         ("ceph_cinder_pool_name", "volumes"),
         ("cinder_backend_ceph_name", "rbd-1"),
+        // The provider network kstack makes after Neutron is up (off unless asked for).
+        ("kstack_external_network", "no"),
+        ("kstack_external_network_name", "public1"),
+        ("kstack_external_network_physnet", "physnet1"),
+        ("kstack_external_network_cidr", ""),
+        ("kstack_external_network_gateway", ""),
+        ("kstack_external_network_pool", ""),
     ] {
         m.insert(k.to_owned(), s(v));
     }
@@ -356,6 +386,115 @@ fn ceph_backend(t: &mut Typer) -> Option<CephBackend> {
         backend_name: name(t, "cinder_backend_ceph_name"),
     };
     on.then_some(backend)
+}
+
+/// The `kstack_external_network*` settings, checked when `kstack_external_network` is on: an
+/// IPv4 subnet, a gateway and a pool inside it, a physical network of
+/// `neutron_external_interface` (`physnet1` for its first interface, ...).
+fn external_network(t: &mut Typer) -> Option<ExternalNetwork> {
+    use std::net::Ipv4Addr;
+    let on = t.bool("kstack_external_network").unwrap_or(false);
+    let name = t.string("kstack_external_network_name");
+    let physnet = t.string("kstack_external_network_physnet");
+    let cidr = t.string("kstack_external_network_cidr");
+    let gateway = t.string("kstack_external_network_gateway");
+    let pool = t.string("kstack_external_network_pool");
+    if !on {
+        return None;
+    }
+    let mut ok = true;
+    if name.is_empty() || name.len() > 255 {
+        t.issue(
+            "kstack_external_network_name",
+            None,
+            "the external network needs a name of 1 to 255 characters".into(),
+            "write e.g. `kstack_external_network_name: public1`".into(),
+        );
+        ok = false;
+    }
+    let interfaces = t
+        .vars
+        .get("neutron_external_interface")
+        .and_then(Value::as_str)
+        .map_or(1, |s| {
+            s.split(',').filter(|i| !i.trim().is_empty()).count().max(1)
+        });
+    let physnets: Vec<String> = (1..=interfaces).map(|i| format!("physnet{i}")).collect();
+    if !physnets.contains(&physnet) {
+        t.issue(
+            "kstack_external_network_physnet",
+            None,
+            format!(
+                "{} is not a physical network of this cloud",
+                quoted(&physnet)
+            ),
+            format!(
+                "one physical network per `neutron_external_interface`: {}",
+                physnets.join(", ")
+            ),
+        );
+        ok = false;
+    }
+    let net = cidr.split_once('/').and_then(|(a, l)| {
+        let a: Ipv4Addr = a.parse().ok()?;
+        let l: u32 = l.parse().ok().filter(|l| (8..=30).contains(l))?;
+        let mask = u32::MAX << (32 - l);
+        (u32::from(a) & !mask == 0).then_some((u32::from(a), mask))
+    });
+    let Some((base, mask)) = net else {
+        t.issue(
+            "kstack_external_network_cidr",
+            None,
+            format!("{} is not an IPv4 subnet", quoted(&cidr)),
+            "with `kstack_external_network: yes`, write the provider network's subnet as ADDRESS/PREFIX, the address its first one and the prefix 8 to 30, e.g. `kstack_external_network_cidr: 172.24.4.0/24`".into(),
+        );
+        return None;
+    };
+    let inside = |a: &str| {
+        a.parse::<Ipv4Addr>()
+            .ok()
+            .map(u32::from)
+            .filter(|a| a & mask == base && *a != base && *a != base | !mask)
+    };
+    let gateway = if gateway.is_empty() {
+        Ipv4Addr::from(base + 1).to_string()
+    } else if inside(&gateway).is_some() {
+        gateway
+    } else {
+        t.issue(
+            "kstack_external_network_gateway",
+            None,
+            format!("{} is not a host address of {cidr}", quoted(&gateway)),
+            format!("write the upstream router's address in {cidr}, or leave it out for the first address"),
+        );
+        ok = false;
+        gateway
+    };
+    let pool = if pool.is_empty() {
+        None
+    } else {
+        let range = pool.split_once('-').and_then(|(a, b)| {
+            let (x, y) = (inside(a.trim())?, inside(b.trim())?);
+            (x <= y).then(|| (a.trim().to_owned(), b.trim().to_owned()))
+        });
+        if range.is_none() {
+            t.issue(
+                "kstack_external_network_pool",
+                None,
+                format!("{} is not a range of host addresses of {cidr}", quoted(&pool)),
+                "write START-END, both in the subnet, START first, e.g. `kstack_external_network_pool: 172.24.4.100-172.24.4.200`".into(),
+            );
+            ok = false;
+        }
+        range
+    };
+    ok.then_some(ExternalNetwork {
+        name,
+        physnet,
+        cidr,
+        gateway,
+        pool,
+    })
 }
 
 /// A whole number of seconds (a YAML integer or a string holding one).
@@ -845,6 +984,7 @@ impl Globals {
         }
         let fernet = fernet_timing(&mut t, &vars);
         let cinder_ceph = ceph_backend(&mut t);
+        let external_network = external_network(&mut t);
         check_log_retention(&mut t, &vars);
         t.one_of("ovs_datapath", OVS_DATAPATHS);
         t.bool("openstack_logging_debug");
@@ -1206,6 +1346,7 @@ impl Globals {
             pod_labels,
             fernet,
             cinder_ceph,
+            external_network,
             vars,
         })
     }

@@ -187,6 +187,15 @@ pub enum RenderError {
         task: String,
         container: String,
     },
+    /// A task that needs a setting that is off (an operator catalog's task without its `when`).
+    #[error(
+        "service {service}, bootstrap task {task}: it needs `{setting}: yes` in globals.yml; give the task `when: {setting}` in catalog.yml, or turn the setting on"
+    )]
+    TaskNeedsSetting {
+        service: String,
+        task: String,
+        setting: &'static str,
+    },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Override {

@@ -376,6 +376,53 @@ pub fn task_spec(
                 data_of: Some(name.to_owned()),
             })
         }
+        BootstrapKind::ExternalNetwork {} => {
+            let net = g
+                .external_network
+                .as_ref()
+                .ok_or_else(|| RenderError::TaskNeedsSetting {
+                    service: name.to_owned(),
+                    task: t.name.clone(),
+                    setting: "kstack_external_network",
+                })?;
+            let admin = password(config, name, &t.name, "keystone_admin_password")?;
+            let pool = match &net.pool {
+                Some((start, end)) => format!(
+                    " --allocation-pool {}",
+                    shell_word(&format!("start={start},end={end}"))
+                ),
+                None => String::new(),
+            };
+            let script = format!(
+                "#!/bin/bash\n\
+                 # Makes the external network {name_w} when it does not exist, rendered by kstack. An\n\
+                 # existing network or subnet of that name is left as it is.\n\
+                 set -o errexit -o nounset -o pipefail\n\
+                 export PATH=/opt/ansible/bin:$PATH\n\
+                 export OS_CLIENT_CONFIG_FILE={TASK_DIR}/clouds.yaml OS_CLOUD=kstack\n\
+                 name={name_w}\n\
+                 openstack network show \"$name\" >/dev/null 2>&1 || openstack network create --external --no-share \\\n\
+                 \x20   --provider-network-type flat --provider-physical-network {physnet} \"$name\"\n\
+                 openstack subnet show \"$name-subnet\" >/dev/null 2>&1 || openstack subnet create --network \"$name\" \\\n\
+                 \x20   --ip-version 4 --subnet-range {cidr} --gateway {gateway}{pool} --no-dhcp \"$name-subnet\"\n\
+                 openstack network show -f value -c id -c router:external \"$name\"\n",
+                name_w = shell_word(&net.name),
+                physnet = shell_word(&net.physnet),
+                cidr = shell_word(&net.cidr),
+                gateway = shell_word(&net.gateway),
+            );
+            Ok(generated(
+                config,
+                name,
+                t,
+                g.image_ref("kolla_toolbox", "kolla-toolbox"),
+                "ansible",
+                vec![
+                    secret("clouds.yaml", admin_clouds_yaml(config, target, admin)),
+                    plain("run.sh", script),
+                ],
+            ))
+        }
         BootstrapKind::KeystoneRegister {
             service_name,
             service_type,
@@ -390,15 +437,7 @@ pub fn task_spec(
             } else {
                 None
             };
-            let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
-            let clouds = format!(
-                "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
-                q(&keystone_url(config, target)),
-                q(&g.keystone_admin_user),
-                q(admin),
-                q(&g.keystone_admin_project),
-                q(&g.openstack_region_name),
-            );
+            let clouds = admin_clouds_yaml(config, target, admin);
             let mut script = format!(
                 "#!/bin/bash\n\
                  # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
@@ -474,6 +513,21 @@ pub fn task_spec(
             ))
         }
     }
+}
+
+/// The `clouds.yaml` of a task that calls the APIs as the admin (kolla-toolbox's `openstack`
+/// client), at Keystone's internal endpoint.
+fn admin_clouds_yaml(config: &Config, target: Target, admin: &str) -> String {
+    let g = &config.globals;
+    let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
+    format!(
+        "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
+        q(&keystone_url(config, target)),
+        q(&g.keystone_admin_user),
+        q(admin),
+        q(&g.keystone_admin_project),
+        q(&g.openstack_region_name),
+    )
 }
 
 /// A task with generated files: its `config.json` copies `own` to [`TASK_DIR`] (owned by

@@ -355,7 +355,9 @@ fn config_maps_and_jobs_are_named_by_their_content() {
 
 #[test]
 fn every_bootstrap_task_is_a_labelled_job() {
-    let catalog = Catalog::builtin().unwrap();
+    // The tasks whose `when` setting holds (the external network is off by default).
+    let mut catalog = Catalog::builtin().unwrap();
+    catalog.apply_conditions(&Globals::default().vars);
     let r = default_cloud();
     let enabled = kstack_config::catalog::enabled_services(&catalog, &Globals::default());
     for (name, service) in &catalog.services {
@@ -386,6 +388,62 @@ fn every_bootstrap_task_is_a_labelled_job() {
             );
         }
     }
+}
+
+#[test]
+fn the_external_network_is_a_post_task_of_neutron_server_only_when_asked_for() {
+    let job = |r: &kstack_render::Rendered| {
+        r.objects
+            .iter()
+            .find(|o| o.kind() == "Job" && o.name().starts_with("neutron-server-external-network-"))
+            .cloned()
+    };
+    assert!(job(&default_cloud()).is_none(), "off by default");
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(serde_json::json!({
+            "kstack_external_network": "yes",
+            "kstack_external_network_cidr": "172.24.4.0/24",
+            "kstack_external_network_pool": "172.24.4.100-172.24.4.200",
+        })),
+    );
+    let o = job(&r).expect("the external network's Job");
+    let spec = pod_spec(&o).unwrap();
+    assert!(
+        spec.containers[0]
+            .image
+            .as_deref()
+            .unwrap()
+            .contains("/kolla-toolbox:")
+    );
+    // Its script, in a ConfigMap.
+    let script = r
+        .objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::ConfigMap(cm) => cm.data.as_ref()?.get("run.sh").cloned(),
+            _ => None,
+        })
+        .find(|s| s.contains("openstack network create"))
+        .expect("run.sh in a ConfigMap");
+    for want in [
+        "name=public1",
+        "--provider-network-type flat --provider-physical-network physnet1",
+        "--subnet-range 172.24.4.0/24 --gateway 172.24.4.1 --allocation-pool start=172.24.4.100,end=172.24.4.200 --no-dhcp",
+        "openstack network show \"$name\" >/dev/null 2>&1 ||",
+    ] {
+        assert!(script.contains(want), "{want}:\n{script}");
+    }
+    // The admin's password is in its clouds.yaml: a Secret's, never a ConfigMap's.
+    assert!(!r.objects.iter().any(|o| {
+        match o {
+            Object::ConfigMap(cm) => cm
+                .data
+                .as_ref()
+                .is_some_and(|d| d.contains_key("clouds.yaml")),
+            _ => false,
+        }
+    }));
 }
 
 #[test]
