@@ -286,6 +286,38 @@ fn control_character(key: &str, value: &str, line: u64, column: u64) -> Diag {
     .help(help)
 }
 
+/// The passwords.yml key of RabbitMQ's Erlang cookie.
+const ERLANG_COOKIE: &str = "rabbitmq_cluster_cookie";
+
+/// Why the Erlang cookie `value` of `key` would keep RabbitMQ from starting, if it would:
+/// Erlang takes at most 255 characters, and only printable ASCII without spaces is safe in
+/// the cookie file and on `erl`'s command line.
+fn erlang_cookie_problem(key: &str, value: &str) -> Option<&'static str> {
+    if key != ERLANG_COOKIE {
+        None
+    } else if value.chars().count() > 255 {
+        Some("it is longer than the 255 characters Erlang takes")
+    } else if !value.chars().all(|c| c.is_ascii_graphic()) {
+        Some("it holds a character other than printable ASCII (a space, an accented letter, ...)")
+    } else {
+        None
+    }
+}
+
+fn erlang_cookie(key: &str, value: &str, line: u64, column: u64) -> Diag {
+    let why = erlang_cookie_problem(key, value).unwrap_or_default();
+    Diag::new(
+        Severity::Error,
+        FILE,
+        format!("RabbitMQ's Erlang cookie would not be accepted: {why} (the value is not shown)"),
+    )
+    .at(line, column)
+    .field(key)
+    .help(
+        "write 1 to 255 printable ASCII characters without spaces (letters and digits are safest),          or empty the value and run `kstack genpwd`",
+    )
+}
+
 /// Parses passwords.yml. Errors never contain the file text or a value. Values are taken as
 /// written; [`crate::load`] also evaluates their Jinja expressions.
 pub fn parse(text: &str) -> Result<Passwords, Vec<Diag>> {
@@ -364,6 +396,15 @@ pub(crate) fn parse_located(text: &str) -> Result<(Passwords, Locations), Vec<Di
                     ));
                     continue;
                 }
+                Value::String(s) if erlang_cookie_problem(&e.key, s).is_some() => {
+                    diags.push(erlang_cookie(
+                        &e.key,
+                        s,
+                        e.value_loc.line(),
+                        e.value_loc.column(),
+                    ));
+                    continue;
+                }
                 Value::String(s) => Secret::Value(s.clone()),
                 // `password: 123456` is a number in YAML; Ansible uses it as a string.
                 Value::Number(n) => Secret::Value(n.to_string()),
@@ -405,6 +446,8 @@ pub(crate) fn set_evaluated(
         let (line, column) = locations.get(key).copied().unwrap_or((0, 0));
         if new.chars().any(char::is_control) {
             diags.push(control_character(key, new, line, column));
+        } else if erlang_cookie_problem(key, new).is_some() {
+            diags.push(erlang_cookie(key, new, line, column));
         } else {
             *v = new.clone();
         }
@@ -489,6 +532,31 @@ mod tests {
         // Printable ASCII, spaces, quotes and non-ASCII letters are fine.
         let p = parse("database_password: \" a;$\\\"' #%é{{ x }}\"\n").unwrap();
         assert_eq!(p.get("database_password"), Some(" a;$\"' #%é{{ x }}"));
+    }
+
+    #[test]
+    fn an_erlang_cookie_rabbitmq_would_refuse_is_refused_naming_key_and_line_never_the_value() {
+        let long = "c".repeat(256);
+        for (value, why) in [
+            ("\"caf\u{e9}-cookie\"", "printable ASCII"),
+            ("\"two words\"", "printable ASCII"),
+            (long.as_str(), "255 characters"),
+        ] {
+            let text = format!("database_password: x\nrabbitmq_cluster_cookie: {value}\n");
+            let diags = parse(&text).unwrap_err();
+            assert_eq!(diags.len(), 1, "{value}");
+            assert_eq!(diags[0].field.as_deref(), Some("rabbitmq_cluster_cookie"));
+            assert_eq!(diags[0].line, 2);
+            assert!(diags[0].message.contains(why), "{}", diags[0].message);
+            let raw = value.trim_matches('"');
+            assert!(!diags[0].to_string().contains(raw), "{}", diags[0]);
+        }
+        // 255 printable characters, and any other key with the same values, are fine.
+        let ok = format!(
+            "rabbitmq_cluster_cookie: {}\nkeystone_admin_password: \"caf\u{e9} au lait\"\n",
+            "c".repeat(255)
+        );
+        assert!(parse(&ok).is_ok());
     }
 
     #[test]
