@@ -509,6 +509,12 @@ pub fn check(
                 let Ok(text) = std::str::from_utf8(bytes) else {
                     continue;
                 };
+                // Python's line reader (oslo.config's) splits at a lone carriage return: what
+                // follows one would be a setting of its own there, and one kstack never saw.
+                if let Some(d) = crate::yaml::lone_carriage_return(&file, text) {
+                    diags.push(d);
+                    continue;
+                }
                 let ini = Ini::parse_override(text);
                 if let Ok(ini) = &ini {
                     for (section, key) in ini.credentials() {
@@ -555,6 +561,28 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_carriage_return_in_an_override_is_an_error_with_its_line() {
+        let catalog = Catalog::builtin().unwrap();
+        let overrides = BTreeMap::from([(
+            "neutron.conf".to_owned(),
+            b"[DEFAULT]\ndebug = True\n[ml2]\ntype_drivers = flat\rpassword = X\n".to_vec(),
+        )]);
+        let diags = check(&catalog, &overrides, &[]);
+        let d = diags
+            .iter()
+            .find(|d| d.is_error())
+            .expect("an error for the lone carriage return");
+        assert_eq!(d.line, 4, "{d}");
+        assert!(d.message.contains("carriage return"), "{d}");
+        // CRLF line endings are fine.
+        let crlf = BTreeMap::from([(
+            "neutron.conf".to_owned(),
+            b"[DEFAULT]\r\ndebug = True\r\n".to_vec(),
+        )]);
+        assert!(!check(&catalog, &crlf, &[]).iter().any(|d| d.is_error()));
+    }
 
     #[test]
     fn parse_merge_and_write() {
