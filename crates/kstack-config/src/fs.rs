@@ -19,17 +19,6 @@ pub enum FsError {
     Exists { path: PathBuf },
 }
 
-fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, FsError> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(FsError::Read {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
 /// `path` relative to `root`, with `/` separators.
 fn relative(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -95,6 +84,7 @@ fn walk(root: &Path, real_root: &Path, dir: &Path, out: &mut Sources) -> Result<
             walk(root, real_root, &p, out)?;
             continue;
         }
+        let mut read_from = (p.clone(), std::fs::symlink_metadata(&p).ok());
         if kind.is_symlink() {
             let target = match std::fs::canonicalize(&p) {
                 Ok(t) => t,
@@ -118,7 +108,7 @@ fn walk(root: &Path, real_root: &Path, dir: &Path, out: &mut Sources) -> Result<
                 continue;
             }
             match std::fs::metadata(&target) {
-                Ok(m) if m.is_file() => {}
+                Ok(m) if m.is_file() => read_from = (target.clone(), Some(m)),
                 Ok(m) if m.is_dir() => {
                     refuse(
                         out,
@@ -147,23 +137,134 @@ fn walk(root: &Path, real_root: &Path, dir: &Path, out: &mut Sources) -> Result<
             );
             continue;
         }
-        let bytes = std::fs::read(&p).map_err(|source| FsError::Read {
-            path: p.clone(),
-            source,
-        })?;
+        // What was checked is what is read: the link's resolved target, or the file itself,
+        // still the same file (a link swapped in meanwhile is not followed).
+        let (path, seen) = read_from;
+        let bytes = match seen {
+            Some(seen) => read_same(&path, &seen)?,
+            None => None,
+        };
+        let Some(bytes) = bytes else {
+            refuse(
+                out,
+                &rel,
+                "the file changed while kstack read it (it was replaced); nothing was read",
+                "run the command again",
+            );
+            continue;
+        };
         out.overrides.insert(rel, bytes);
     }
     Ok(())
 }
 
+/// Reads `path`, which must still be the file `seen` described when it was checked (same
+/// device and inode): a file swapped for another (a link to a file elsewhere) between the
+/// check and the read is not read. `None`: it changed.
+fn read_same(path: &Path, seen: &std::fs::Metadata) -> Result<Option<Vec<u8>>, FsError> {
+    use std::io::Read as _;
+    let err = |source| FsError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(err)?;
+    let now = f.metadata().map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if (now.dev(), now.ino()) != (seen.dev(), seen.ino()) || !now.is_file() {
+            return Ok(None);
+        }
+    }
+    #[cfg(not(unix))]
+    if !now.is_file() || !seen.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).map_err(err)?;
+    Ok(Some(bytes))
+}
+
+/// Reads `name`, a file of the config directory `dir` (`real_dir`: its path with every link
+/// resolved): a regular file, or a symbolic link to a regular file inside the directory.
+/// Anything else (a link leading out of the directory, a device, a pipe) is refused unread
+/// with an error in `refused`, so no other file of the machine is read, or quoted in a
+/// message, as config.
+fn read_top(
+    dir: &Path,
+    real_dir: &Path,
+    name: &str,
+    refused: &mut Vec<Diag>,
+) -> Result<Option<Vec<u8>>, FsError> {
+    let path = dir.join(name);
+    let mut refuse = |message: &str, help: &str| {
+        refused.push(Diag::new(Severity::Error, name, message).help(help));
+        Ok(None)
+    };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(FsError::Read { path, source }),
+    };
+    let (read_path, seen) = if meta.file_type().is_symlink() {
+        let Ok(target) = std::fs::canonicalize(&path) else {
+            return refuse(
+                "the symbolic link points at nothing kstack can read",
+                "fix or remove the link",
+            );
+        };
+        if !target.starts_with(real_dir) {
+            return refuse(
+                "the symbolic link points outside the config directory; kstack does not read it",
+                "copy the file into the config directory, or point --config-dir at the directory that holds it",
+            );
+        }
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_file() => (target, m),
+            _ => {
+                return refuse(
+                    "the symbolic link points to something that is not a regular file",
+                    "link to a regular file inside the config directory, or remove the link",
+                );
+            }
+        }
+    } else if meta.is_file() {
+        (path, meta)
+    } else {
+        return refuse(
+            "this is not a regular file (a directory, device, socket or pipe); kstack does not read it",
+            "make it a regular YAML file",
+        );
+    };
+    match read_same(&read_path, &seen)? {
+        Some(bytes) => Ok(Some(bytes)),
+        None => refuse(
+            "the file changed while kstack read it (it was replaced); nothing was read",
+            "run the command again",
+        ),
+    }
+}
+
 /// Reads a config directory's files.
 pub fn read_dir(dir: &Path) -> Result<Sources, FsError> {
+    let real_dir = match std::fs::canonicalize(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Sources::default()),
+        Err(source) => {
+            return Err(FsError::Read {
+                path: dir.to_owned(),
+                source,
+            });
+        }
+    };
+    let mut refused = Vec::new();
     let mut s = Sources {
-        globals: read_opt(&dir.join(GLOBALS_FILE))?,
-        passwords: read_opt(&dir.join(passwords::FILE))?,
-        catalog: read_opt(&dir.join(crate::catalog::CATALOG_FILE))?,
+        globals: read_top(dir, &real_dir, GLOBALS_FILE, &mut refused)?,
+        passwords: read_top(dir, &real_dir, passwords::FILE, &mut refused)?,
+        catalog: read_top(dir, &real_dir, crate::catalog::CATALOG_FILE, &mut refused)?,
         ..Sources::default()
     };
+    s.refused = refused;
     let cfg = dir.join(overrides::DIR);
     // Links are judged by where they lead with every link resolved, `config/` included.
     let real = match std::fs::canonicalize(&cfg) {
@@ -171,6 +272,15 @@ pub fn read_dir(dir: &Path) -> Result<Sources, FsError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(s),
         Err(source) => return Err(FsError::Read { path: cfg, source }),
     };
+    if !real.starts_with(&real_dir) {
+        refuse(
+            &mut s,
+            "",
+            "`config/` is a symbolic link leading outside the config directory; kstack does not read it",
+            "make `config/` a directory of the config directory (copy the files into it)",
+        );
+        return Ok(s);
+    }
     walk(&cfg, &real, &cfg, &mut s)?;
     Ok(s)
 }

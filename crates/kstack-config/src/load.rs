@@ -311,7 +311,10 @@ pub fn load(sources: &Sources) -> Loaded {
     let mut diags = Vec::new();
     let mut globals_text: Option<&str> = None;
     let mut pw_diags = Vec::new();
+    // A file the reader refused (a link leading out of the directory) is reported as that.
+    let refused = |file: &str| sources.refused.iter().any(|d| d.file == file);
     let mut passwords = match &sources.passwords {
+        None if refused(passwords::FILE) => None,
         None => {
             pw_diags.push(
                 Diag::new(Severity::Error, passwords::FILE, "the file does not exist")
@@ -330,6 +333,7 @@ pub fn load(sources: &Sources) -> Loaded {
         }),
     };
     let globals = match &sources.globals {
+        None if refused(GLOBALS_FILE) => None,
         None => {
             diags.push(
                 Diag::new(Severity::Error, GLOBALS_FILE, "the file does not exist")

@@ -170,3 +170,63 @@ fn a_file_written_again_keeps_the_permissions_its_owner_took_away() {
     symlink(&target, &link).unwrap();
     assert_eq!(keep_tighter(&link, 0o644), 0o644);
 }
+
+#[test]
+fn globals_catalog_or_passwords_linked_from_outside_the_directory_are_refused_unread() {
+    let outside = tempfile::tempdir().unwrap();
+    // A file whose lines must never be quoted (as /etc/shadow's would be in a YAML error).
+    write(
+        &outside.path().join("shadow"),
+        "root:$y$j9T$secret-hash:19000:0:99999:7:::\n",
+    );
+    for name in ["globals.yml", "catalog.yml", "passwords.yml"] {
+        let tmp = config_dir();
+        let _ = std::fs::remove_file(tmp.path().join(name));
+        symlink(outside.path().join("shadow"), tmp.path().join(name)).unwrap();
+        let loaded = load_dir(tmp.path()).unwrap();
+        assert!(loaded.config.is_none(), "{name}");
+        assert_eq!(
+            errors(&loaded),
+            [(
+                name.to_owned(),
+                "the symbolic link points outside the config directory; kstack does not read it"
+                    .to_owned()
+            )],
+            "{name}"
+        );
+        let out = render_plain(&loaded.diagnostics);
+        assert!(!out.contains("secret-hash"), "{out}");
+    }
+    // A link to a file inside the directory is read.
+    let tmp = config_dir();
+    std::fs::rename(tmp.path().join("globals.yml"), tmp.path().join("site.yml")).unwrap();
+    symlink("site.yml", tmp.path().join("globals.yml")).unwrap();
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(
+        loaded.config.is_some(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+}
+
+#[test]
+fn config_as_a_link_leading_out_of_the_directory_is_refused() {
+    let tmp = config_dir();
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        &outside.path().join("nova.conf"),
+        "[DEFAULT]\nfrom_elsewhere = 1\n",
+    );
+    std::fs::remove_dir_all(tmp.path().join("config")).unwrap();
+    symlink(outside.path(), tmp.path().join("config")).unwrap();
+    let sources = kstack_config::fs::read_dir(tmp.path()).unwrap();
+    assert!(sources.overrides.is_empty(), "nothing was read");
+    let loaded = kstack_config::load(&sources);
+    assert!(loaded.config.is_none());
+    let errs = errors(&loaded);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].1.contains("`config/` is a symbolic link"),
+        "{errs:?}"
+    );
+}
