@@ -480,10 +480,16 @@ fn ansible_bool(v: JValue) -> Result<bool, Error> {
     Ok(v.is_true())
 }
 
+/// The work one globals value may take to evaluate (minijinja's fuel: instructions, and bytes
+/// of output, which a `format` width or a loop can ask for in the gigabytes). A value of
+/// kolla-ansible's globals.yml takes a few hundred.
+const FUEL: u64 = 200_000;
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_recursion_limit(100);
+    env.set_fuel(Some(FUEL));
     env.add_filter("bool", ansible_bool);
     env.add_filter(
         "ternary",

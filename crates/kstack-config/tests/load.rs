@@ -314,6 +314,38 @@ fn the_external_network_settings_are_checked_only_when_it_is_on() {
 }
 
 #[test]
+fn a_jinja_value_asking_for_gigabytes_or_endless_work_fails_fast_naming_its_line() {
+    for (expr, what) in [
+        ("{{ '%999999999s' | format('x') }}", "a format width"),
+        (
+            "{{ '%99999999999999999999s' | format('x') }}",
+            "a width past usize",
+        ),
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+            "nested loops",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let (globals, diags) = load_globals(&format!("---\nenable_cinder: no\nbomb: \"{expr}\"\n"));
+        let took = started.elapsed();
+        assert!(globals.is_none(), "{what}: accepted");
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!(
+            (d.field.as_deref(), d.line),
+            (Some("bomb"), 3),
+            "{what}: {d}"
+        );
+        // Not a timing test: a bound far above the milliseconds it takes, far below the
+        // tens of seconds (and gigabytes) it took unbounded.
+        assert!(took < std::time::Duration::from_secs(5), "{what}: {took:?}");
+    }
+    // An ordinary format is fine.
+    let (globals, diags) = load_globals("---\nregion: \"{{ '%-8s|' | format('a') }}\"\n");
+    assert!(globals.is_some(), "{}", render_plain(&diags));
+}
+
+#[test]
 fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let mut s = sources(
         "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",
