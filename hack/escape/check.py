@@ -58,6 +58,7 @@ HARD = [
     ("a=b:c@d/e?f", "&g+h"),
     ("[DEFAULT]", "="),
     ("\ufeff", "\u00a0"),
+    ("abc\\$x", "\\\\$$"),
 ]
 OSLO_FILES = {
     "keystone.conf", "glance-api.conf", "placement.conf", "nova.conf", "neutron.conf",
@@ -107,6 +108,10 @@ def fill_passwords(path):
             lines.append(f"{key}:")
             continue
         before, after = HARD[i % len(HARD)]
+        if key == "rabbitmq_cluster_cookie":
+            # Erlang takes printable ASCII without spaces only (kstack refuses other cookies):
+            # the hard characters of that set.
+            before, after = "$$x${a}'\"#%\\", "\\$;="
         v = f"{before}{marker(i)}{after}"
         values[marker(i)] = (key, v)
         lines.append(f"{key}: {yaml_string(jinja_literal(v))}")

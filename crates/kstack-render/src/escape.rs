@@ -11,11 +11,23 @@
 ///
 /// oslo.config's parser (`oslo_config/iniparser.py`, `_split_key_value`) strips the value and
 /// then one pair of matching quotes around it (`"x"` and `'x'` read as `x`, and a lone `"`
-/// as empty); its option values then read `$name` as a reference to another option. So `$` is
-/// doubled, and a value with space at either end, or starting and ending with the same quote,
-/// is wrapped in double quotes, which the parser removes again.
+/// as empty); its option values then read `$name` as a reference to another option, after
+/// turning every `\$` into `$$` (`ConfigOpts._substitute`). So a `$` is doubled, except one
+/// that follows a backslash: that backslash is doubled and the `$` kept (`\$` → `\\$`, which
+/// oslo.config turns into `\$$` and then `\$`). A value with space at either end, or starting
+/// and ending with the same quote, is wrapped in double quotes, which the parser removes again.
 pub fn oslo(s: &str) -> String {
-    let s = s.replace('$', "$$");
+    let mut out = String::with_capacity(s.len() + 2);
+    let mut prev = None;
+    for c in s.chars() {
+        match (c, prev) {
+            ('$', Some('\\')) => out.push_str("\\$"),
+            ('$', _) => out.push_str("$$"),
+            (c, _) => out.push(c),
+        }
+        prev = Some(c);
+    }
+    let s = out;
     let first = s.chars().next();
     let last = s.chars().next_back();
     let padded = first.is_some_and(char::is_whitespace) || last.is_some_and(char::is_whitespace);
@@ -74,7 +86,7 @@ mod tests {
     use super::*;
 
     /// oslo.config's reading of one `key = value` line's value (`iniparser.py`
-    /// `_split_key_value`, then `$$` → `$` of its template substitution).
+    /// `_split_key_value`, then `\$` → `$$` and `$$` → `$` of its template substitution).
     fn oslo_reads(written: &str) -> String {
         let v = written.trim();
         let v = if !v.is_empty()
@@ -88,7 +100,7 @@ mod tests {
         } else {
             v
         };
-        v.replace("$$", "$")
+        v.replace("\\$", "$$").replace("$$", "$")
     }
 
     /// MariaDB's reading of an option value (`my_default.c`: comment removal outside quotes,
@@ -135,6 +147,10 @@ mod tests {
         "\"mixed'",
         "é ß 中",
         "%41{{ x }}",
+        "abc\\$x",
+        "\\$",
+        "\\\\$$",
+        "a\\$$b\\",
     ];
 
     #[test]
