@@ -62,6 +62,23 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
         }
         Err(err) => {
             let loc = err.location().unwrap_or(Location::UNKNOWN);
+            if err.to_string().contains("duplicate mapping key")
+                && let Some((key, first)) = duplicate_key(text, loc.line())
+            {
+                // Key names are not secret: say which key, and both lines.
+                return Err(vec![
+                    Diag::new(
+                        Severity::Error,
+                        file,
+                        format!("set twice: on line {first} and again here"),
+                    )
+                    .at(loc.line(), loc.column())
+                    .field(key)
+                    .help(format!(
+                        "keep one of the two lines (the value you mean): kstack does not guess which one {file} means"
+                    )),
+                ]);
+            }
             let mut diag = Diag::new(Severity::Error, file, "")
                 .at(loc.line(), loc.column())
                 .help(format!(
@@ -90,6 +107,30 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
             Err(vec![diag])
         }
     }
+}
+
+/// The top-level key written on line `line` (1-based) and the earlier line that sets it too.
+fn duplicate_key(text: &str, line: u64) -> Option<(String, u64)> {
+    let key_of = |l: &str| -> Option<String> {
+        if l.starts_with([' ', '\t', '#', '-']) {
+            return None;
+        }
+        let (k, _) = l.split_once(':')?;
+        let k = k.trim();
+        let k = k
+            .strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .or_else(|| k.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
+            .unwrap_or(k);
+        (!k.is_empty()).then(|| k.to_owned())
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let at = usize::try_from(line).ok()?.checked_sub(1)?;
+    let key = key_of(lines.get(at)?)?;
+    let first = lines[..at]
+        .iter()
+        .position(|l| key_of(l).as_deref() == Some(key.as_str()))?;
+    Some((key, u64::try_from(first + 1).ok()?))
 }
 
 /// A one-character span at a line/column, for locations without byte offsets.

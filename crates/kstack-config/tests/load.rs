@@ -346,6 +346,32 @@ fn a_jinja_value_asking_for_gigabytes_or_endless_work_fails_fast_naming_its_line
 }
 
 #[test]
+fn a_key_set_twice_is_named_with_both_lines() {
+    let (globals, diags) = load_globals(
+        "---\nenable_cinder: \"no\"\nkolla_base_distro: debian\n\"enable_cinder\": \"yes\"\n",
+    );
+    assert!(globals.is_none());
+    let d = diags.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(
+        (d.field.as_deref(), d.line),
+        (Some("enable_cinder"), 4),
+        "{d}"
+    );
+    assert!(d.message.contains("set twice: on line 2"), "{d}");
+    assert!(!d.message.contains("DuplicateKeyPolicy"), "{d}");
+    // passwords.yml too: the key is named, no value shown.
+    let diags = kstack_config::passwords::parse(
+        "database_password: one-secret\nrabbitmq_password: x\ndatabase_password: other-secret\n",
+    )
+    .unwrap_err();
+    assert_eq!(diags[0].field.as_deref(), Some("database_password"));
+    assert_eq!(diags[0].line, 3);
+    let out = render_plain(&diags);
+    assert!(out.contains("set twice: on line 1"), "{out}");
+    assert!(!out.contains("secret"), "{out}");
+}
+
+#[test]
 fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let mut s = sources(
         "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",
