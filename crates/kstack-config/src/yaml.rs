@@ -58,7 +58,15 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
                 })
                 .collect();
             entries.sort_by_key(|e| (e.key_loc.line(), e.key_loc.column()));
-            Ok(entries)
+            let diags: Vec<Diag> = entries
+                .iter()
+                .filter_map(|e| yaml11_disagreement(file, text, e, secret))
+                .collect();
+            if diags.is_empty() {
+                Ok(entries)
+            } else {
+                Err(diags)
+            }
         }
         Err(err) => {
             let loc = err.location().unwrap_or(Location::UNKNOWN);
@@ -107,6 +115,86 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
             Err(vec![diag])
         }
     }
+}
+
+/// What an unquoted scalar means to YAML 1.1 (kolla-ansible reads its files with PyYAML,
+/// which speaks 1.1) when YAML 1.2 (kstack's parser) reads it otherwise, if it does: `010` is 8
+/// there and 10 here, `1e3` a string there and 1000.0 here, `0o17` a string there, `1_000` and
+/// `1:30` numbers there and strings here. Booleans (`yes`, `on`, ...) are left alone: kstack
+/// reads them as kolla-ansible's `bool` does.
+fn yaml11_meaning(raw: &str) -> Option<&'static str> {
+    let body = raw.strip_prefix(['-', '+']).unwrap_or(raw);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if body.len() > 1 && body.starts_with('0') && digits(body) {
+        Some("an octal number in YAML 1.1 (kolla-ansible), a decimal one in YAML 1.2")
+    } else if body
+        .strip_prefix("0o")
+        .is_some_and(|o| !o.is_empty() && o.bytes().all(|b| (b'0'..=b'7').contains(&b)))
+    {
+        Some("a string in YAML 1.1 (kolla-ansible), an octal number in YAML 1.2")
+    } else if body.starts_with(|c: char| c.is_ascii_digit())
+        && body.contains(['e', 'E'])
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+    {
+        Some("a string or another number in YAML 1.1 (kolla-ansible), a float in YAML 1.2")
+    } else if body.contains('_')
+        && body.starts_with(|c: char| c.is_ascii_digit())
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'_' | b'.'))
+    {
+        Some("a number in YAML 1.1 (kolla-ansible), a string in YAML 1.2")
+    } else if body.contains(':')
+        && body.split(':').all(digits)
+        && body.split(':').skip(1).all(|p| p.len() <= 2)
+    {
+        Some("a base-60 number in YAML 1.1 (kolla-ansible), a string in YAML 1.2")
+    } else {
+        None
+    }
+}
+
+/// An error when `e`'s value, written unquoted, means one thing to kolla-ansible and another
+/// to kstack ([`yaml11_meaning`]); with `secret`, the value is not shown.
+fn yaml11_disagreement(file: &str, text: &str, e: &Entry, secret: bool) -> Option<Diag> {
+    if !matches!(e.value, Value::Number(_) | Value::String(_)) {
+        return None;
+    }
+    let line = text
+        .lines()
+        .nth(usize::try_from(e.value_loc.line()).ok()?.checked_sub(1)?)?;
+    let start = line
+        .char_indices()
+        .nth(
+            usize::try_from(e.value_loc.column())
+                .ok()?
+                .saturating_sub(1),
+        )
+        .map(|(i, _)| i)?;
+    let rest = &line[start..];
+    let raw = match rest.find(" #") {
+        Some(i) => &rest[..i],
+        None => rest,
+    }
+    .trim();
+    let meaning = yaml11_meaning(raw)?;
+    let shown = if secret {
+        "the value".to_owned()
+    } else {
+        format!("`{raw}`")
+    };
+    Some(
+        Diag::new(
+            Severity::Error,
+            file,
+            format!("{shown} is {meaning}: kolla-ansible and kstack would read different values"),
+        )
+        .at(e.value_loc.line(), e.value_loc.column())
+        .field(e.key.clone())
+        .help("quote the value (`key: \"...\"`) to mean the characters as written, or write the number plainly (`8`, `1000`)"),
+    )
 }
 
 /// The top-level key written on line `line` (1-based) and the earlier line that sets it too.

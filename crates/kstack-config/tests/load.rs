@@ -372,6 +372,39 @@ fn a_key_set_twice_is_named_with_both_lines() {
 }
 
 #[test]
+fn unquoted_values_yaml_1_1_reads_otherwise_are_refused_with_their_line() {
+    for raw in [
+        "010", "0755", "1e3", "1.5e-3", "0o17", "1_000", "1:30", "-010",
+    ] {
+        let (globals, diags) = load_globals(&format!(
+            "---\nenable_cinder: no\nqemu_max_files: {raw} # comment\n"
+        ));
+        assert!(globals.is_none(), "{raw}: accepted");
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!(
+            (d.field.as_deref(), d.line),
+            (Some("qemu_max_files"), 3),
+            "{raw}: {d}"
+        );
+        assert!(d.message.contains("YAML 1.1"), "{raw}: {d}");
+    }
+    // Quoted, or plain numbers both read alike, are fine.
+    for raw in ["\"010\"", "'1e3'", "10", "0", "8", "0x1F", "1.5", "yes"] {
+        let (_, diags) = load_globals(&format!("---\nsome_setting: {raw}\n"));
+        assert!(
+            !diags.iter().any(|d| d.is_error()),
+            "{raw}: {}",
+            render_plain(&diags)
+        );
+    }
+    // In passwords.yml, the value is not shown.
+    let diags = kstack_config::passwords::parse("database_password: 0123\n").unwrap_err();
+    assert_eq!(diags[0].field.as_deref(), Some("database_password"));
+    let out = render_plain(&diags);
+    assert!(out.contains("YAML 1.1") && !out.contains("0123"), "{out}");
+}
+
+#[test]
 fn a_credential_in_an_override_is_warned_about_without_its_value() {
     let mut s = sources(
         "enable_openstack_core: no\nenable_mariadb: no\nenable_rabbitmq: no\nenable_memcached: no\n",
