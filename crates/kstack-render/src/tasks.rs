@@ -438,82 +438,52 @@ pub fn task_spec(
                 None
             };
             let clouds = admin_clouds_yaml(config, target, admin);
-            let mut script = format!(
-                "#!/bin/bash\n\
-                 # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
-                 set -o errexit -o nounset -o pipefail\n\
-                 export PATH=/opt/ansible/bin:$PATH\n\
-                 export OS_CLIENT_CONFIG_FILE={TASK_DIR}/clouds.yaml OS_CLOUD=kstack\n\
-                 name={name_q} type={type_q} region={region_q}\n\
-                 \n\
-                 openstack service show \"$name\" >/dev/null 2>&1 || openstack service create --name \"$name\" \"$type\"\n\
-                 endpoint() {{\n\
-                 \x20   local id\n\
-                 \x20   id=$(openstack endpoint list --service \"$name\" --interface \"$1\" --region \"$region\" -f value -c ID | head -n 1)\n\
-                 \x20   if [ -z \"$id\" ]; then\n\
-                 \x20       openstack endpoint create --region \"$region\" \"$name\" \"$1\" \"$2\"\n\
-                 \x20   else\n\
-                 \x20       openstack endpoint set --url \"$2\" \"$id\"\n\
-                 \x20   fi\n\
-                 }}\n",
-                name_q = shell_word(service_name),
-                type_q = shell_word(service_type),
-                region_q = shell_word(&g.openstack_region_name),
-            );
+            // One Python process (kolla-toolbox's openstacksdk) does the whole registration:
+            // a dozen `openstack` commands each paid Python's start and a token.
+            let mut eps = Vec::new();
             for e in endpoints {
                 let url = format!("{}{}", target.url(g, name, e.port), e.path);
                 let public = format!("{}{}", target.public_url(g, name, e.port), e.path);
-                for (iface, url) in [("internal", &url), ("public", &public)] {
-                    script.push_str(&format!("endpoint {iface} {}\n", shell_word(url)));
-                }
+                eps.push(serde_json::json!({ "interface": "internal", "url": url }));
+                eps.push(serde_json::json!({ "interface": "public", "url": public }));
             }
-            for role in roles {
-                script.push_str(&format!(
-                    "openstack role show {r} >/dev/null 2>&1 || openstack role create {r} || openstack role show {r} >/dev/null\n",
-                    r = shell_word(role)
-                ));
-            }
+            let mut spec = serde_json::json!({
+                "name": service_name,
+                "type": service_type,
+                "region": g.openstack_region_name,
+                "endpoints": eps,
+                "roles": roles,
+            });
             let mut files = vec![secret("clouds.yaml", clouds)];
-            let Some(user_pw) = user_pw else {
-                files.push(plain("run.sh", script));
-                return Ok(generated(
-                    config,
-                    name,
-                    t,
-                    g.image_ref("kolla_toolbox", "kolla-toolbox"),
-                    "ansible",
-                    files,
-                ));
-            };
-            script.push_str(&format!(
-                "\n# Registrations run in parallel: when a create fails, another may have made it meanwhile.\n\
-                 openstack project show --domain default service >/dev/null 2>&1 || openstack project create --domain default service \\\n\
-                 \x20   || openstack project show --domain default service >/dev/null\n\
-                 password=$(cat {TASK_DIR}/service-password)\n\
-                 if openstack user show --domain default \"$name\" >/dev/null 2>&1; then\n\
-                 \x20   openstack user set --domain default --password \"$password\" \"$name\"\n\
-                 else\n\
-                 \x20   openstack user create --domain default --project service --password \"$password\" \"$name\"\n\
-                 fi\n\
-                 openstack role show service >/dev/null 2>&1 || openstack role create service || openstack role show service >/dev/null\n\
-                 openstack role add --project service --user \"$name\" --user-domain default admin\n\
-                 openstack role add --project service --user \"$name\" --user-domain default service\n"
-            ));
+            if let Some(user_pw) = user_pw {
+                spec["password_file"] = serde_json::json!(format!("{TASK_DIR}/service-password"));
+                files.push(secret("service-password", user_pw.to_owned()));
+            }
+            let mut spec = serde_json::to_string_pretty(&spec).expect("the spec serializes");
+            spec.push('\n');
+            let script = format!(
+                "#!/bin/bash\n\
+                 # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
+                 export OS_CLIENT_CONFIG_FILE={TASK_DIR}/clouds.yaml\n\
+                 exec /opt/ansible/bin/python3 {TASK_DIR}/register.py {TASK_DIR}/register.json\n"
+            );
+            files.push(plain("register.json", spec));
+            files.push(plain("register.py", REGISTER_PY.to_owned()));
+            files.push(plain("run.sh", script));
             Ok(generated(
                 config,
                 name,
                 t,
                 g.image_ref("kolla_toolbox", "kolla-toolbox"),
                 "ansible",
-                {
-                    files.push(secret("service-password", user_pw.to_owned()));
-                    files.push(plain("run.sh", script));
-                    files
-                },
+                files,
             ))
         }
     }
 }
+
+/// The registration a `keystone_register` task runs (openstacksdk, in kolla-toolbox's Python).
+const REGISTER_PY: &str = include_str!("../tasks/register.py");
 
 /// The `clouds.yaml` of a task that calls the APIs as the admin (kolla-toolbox's `openstack`
 /// client), at Keystone's internal endpoint.

@@ -291,7 +291,14 @@ fn bootstrap_tasks_are_one_shot_services_the_service_waits_for() {
     let names: Vec<&str> = dir.files.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(
         names,
-        ["clouds.yaml", "config.json", "run.sh", "service-password"]
+        [
+            "clouds.yaml",
+            "config.json",
+            "register.json",
+            "register.py",
+            "run.sh",
+            "service-password"
+        ]
     );
 }
 

@@ -1232,15 +1232,15 @@ fn public_endpoints_follow_the_external_fqdn_and_debug_follows_the_logging_setti
         .iter()
         .filter(|(s, _, _)| s == "glance-api")
         .flat_map(|(_, _, spec)| spec.files.iter())
-        .find(|f| f.name == "run.sh" && f.content.contains("openstack endpoint create"))
+        .find(|f| f.name == "register.json")
         .expect("glance registers its endpoints");
-    assert!(
-        register
-            .content
-            .contains("endpoint public http://cloud.example.com:9292")
-            && register
-                .content
-                .contains("endpoint internal http://glance-api.openstack.svc:9292"),
+    let spec: serde_json::Value = serde_json::from_str(&register.content).unwrap();
+    assert_eq!(
+        spec["endpoints"],
+        serde_json::json!([
+            { "interface": "internal", "url": "http://glance-api.openstack.svc:9292" },
+            { "interface": "public", "url": "http://cloud.example.com:9292" },
+        ]),
         "{}",
         register.content
     );
