@@ -537,6 +537,11 @@ pub enum BootstrapKind {
     },
 }
 
+/// Whether `var` may be a `when` condition: a boolean setting kstack knows.
+fn known_condition(var: &str) -> bool {
+    crate::globals::BOOL_SETTINGS.contains(&var) || var.starts_with("enable_")
+}
+
 fn yes() -> bool {
     true
 }
@@ -803,8 +808,7 @@ impl Catalog {
                 }
                 for f in &c.config_files {
                     if let Some(var) = &f.when
-                        && !crate::globals::BOOL_SETTINGS.contains(&var.as_str())
-                        && !var.starts_with("enable_")
+                        && !known_condition(var)
                     {
                         issues.push(CatalogIssue::UnknownCondition {
                             service: name.clone(),
@@ -855,8 +859,7 @@ impl Catalog {
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
                 if let Some(var) = &t.when
-                    && !crate::globals::BOOL_SETTINGS.contains(&var.as_str())
-                    && !var.starts_with("enable_")
+                    && !known_condition(var)
                 {
                     issues.push(CatalogIssue::UnknownTaskCondition {
                         service: name.clone(),

@@ -388,6 +388,17 @@ fn ceph_backend(t: &mut Typer) -> Option<CephBackend> {
     on.then_some(backend)
 }
 
+/// The physical networks of `neutron_external_interface` (a comma-separated list), as
+/// kolla-ansible names them: `physnet<N>` for the N-th interface, `physnet1` when none is set.
+pub fn physical_networks(neutron_external_interface: &str) -> Vec<String> {
+    let n = neutron_external_interface
+        .split(',')
+        .filter(|i| !i.trim().is_empty())
+        .count()
+        .max(1);
+    (1..=n).map(|i| format!("physnet{i}")).collect()
+}
+
 /// The `kstack_external_network*` settings, checked when `kstack_external_network` is on: an
 /// IPv4 subnet, a gateway and a pool inside it, a physical network of
 /// `neutron_external_interface` (`physnet1` for its first interface, ...).
@@ -412,14 +423,12 @@ fn external_network(t: &mut Typer) -> Option<ExternalNetwork> {
         );
         ok = false;
     }
-    let interfaces = t
-        .vars
-        .get("neutron_external_interface")
-        .and_then(Value::as_str)
-        .map_or(1, |s| {
-            s.split(',').filter(|i| !i.trim().is_empty()).count().max(1)
-        });
-    let physnets: Vec<String> = (1..=interfaces).map(|i| format!("physnet{i}")).collect();
+    let physnets = physical_networks(
+        t.vars
+            .get("neutron_external_interface")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
     if !physnets.contains(&physnet) {
         t.issue(
             "kstack_external_network_physnet",

@@ -921,12 +921,10 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
-    let n = interfaces.len().max(1);
+    let physnets = kstack_model::globals::physical_networks(&g.neutron_external_interface);
+    let n = physnets.len();
     set("neutron_external_interfaces", Value::from(interfaces));
-    set(
-        "neutron_physical_networks",
-        Value::from((1..=n).map(|i| format!("physnet{i}")).collect::<Vec<_>>()),
-    );
+    set("neutron_physical_networks", Value::from(physnets));
     set(
         "neutron_bridges",
         Value::from(

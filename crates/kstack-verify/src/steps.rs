@@ -66,8 +66,8 @@ pub(crate) struct Run<'a> {
     pub created: Vec<Created>,
     image_id: Option<String>,
     network_id: Option<String>,
-    /// With a guest: a second network behind the same router, and its subnet.
-    second_network: Option<(String, String)>,
+    /// With a guest: a second network behind the same router.
+    second_network: Option<String>,
     flavor_id: Option<String>,
     /// The external network the router's gateway is on (id), when the cloud has one.
     external_id: Option<String>,
@@ -627,24 +627,6 @@ impl<'a> Run<'a> {
         let v2 = format!("{neutron}/v2.0");
         // Before the router, so that the cleanup (newest first) deletes the router first.
         let external = self.external_network(&token, &v2).await?;
-        let (net, _) = self
-            .create(
-                &token,
-                &format!("{v2}/networks"),
-                Kind::Network,
-                Owner::User,
-                json!({ "name": name }),
-            )
-            .await?;
-        let (subnet, _) = self
-            .create(
-                &token,
-                &format!("{v2}/subnets"),
-                Kind::Subnet,
-                Owner::User,
-                json!({ "name": name, "network_id": net, "ip_version": 4, "cidr": self.s.cidr }),
-            )
-            .await?;
         let (router, _) = self
             .create(
                 &token,
@@ -654,66 +636,21 @@ impl<'a> Run<'a> {
                 json!({ "name": name }),
             )
             .await?;
-        let attach = json!({ "subnet_id": subnet });
-        self.api
-            .call(
-                Method::PUT,
-                &format!("{v2}/routers/{router}/add_router_interface"),
-                Some(&token),
-                Body::Json(&attach),
-            )
+        let cidr = self.s.cidr.clone();
+        let net = self
+            .routed_network(&token, &v2, &router, &name, &cidr)
             .await?;
-        self.created.push(Created {
-            kind: Kind::RouterInterface,
-            name: name.clone(),
-            id: subnet.clone(),
-            url: format!("{v2}/routers/{router}/remove_router_interface"),
-            owner: Owner::User,
-            body: Some(attach),
-        });
         self.network_id = Some(net);
         // With a guest, a second network behind the same router: a server there must answer
         // the first one's ping (routing between tenant networks).
-        let second = match (&self.s.guest, next_subnet(&self.s.cidr)) {
-            (Some(_), Some(cidr)) => {
+        let second = match (&self.s.guest, next_subnet(&cidr)) {
+            (Some(_), Some(cidr_b)) => {
                 let name_b = format!("{name}-b");
-                let (net_b, _) = self
-                    .create(
-                        &token,
-                        &format!("{v2}/networks"),
-                        Kind::Network,
-                        Owner::User,
-                        json!({ "name": name_b }),
-                    )
+                let net_b = self
+                    .routed_network(&token, &v2, &router, &name_b, &cidr_b)
                     .await?;
-                let (subnet_b, _) = self
-                    .create(
-                        &token,
-                        &format!("{v2}/subnets"),
-                        Kind::Subnet,
-                        Owner::User,
-                        json!({ "name": name_b, "network_id": net_b, "ip_version": 4, "cidr": cidr }),
-                    )
-                    .await?;
-                let attach = json!({ "subnet_id": subnet_b });
-                self.api
-                    .call(
-                        Method::PUT,
-                        &format!("{v2}/routers/{router}/add_router_interface"),
-                        Some(&token),
-                        Body::Json(&attach),
-                    )
-                    .await?;
-                self.created.push(Created {
-                    kind: Kind::RouterInterface,
-                    name: name_b.clone(),
-                    id: subnet_b,
-                    url: format!("{v2}/routers/{router}/remove_router_interface"),
-                    owner: Owner::User,
-                    body: Some(attach),
-                });
-                self.second_network = Some((net_b, cidr.clone()));
-                format!(", a second network {name_b} ({cidr}) on the same router")
+                self.second_network = Some(net_b);
+                format!(", a second network {name_b} ({cidr_b}) on the same router")
             }
             _ => String::new(),
         };
@@ -735,9 +672,56 @@ impl<'a> Run<'a> {
             None => ", no external network for a gateway".to_owned(),
         };
         Ok(format!(
-            "network, subnet {} and router {name}, subnet attached{second}{gateway}",
-            self.s.cidr
+            "network, subnet {cidr} and router {name}, subnet attached{second}{gateway}"
         ))
+    }
+
+    /// A network named `name` with the IPv4 subnet `cidr`, attached to `router` (each recorded
+    /// for the cleanup, which removes the interface before the subnet); its id.
+    async fn routed_network(
+        &mut self,
+        token: &str,
+        v2: &str,
+        router: &str,
+        name: &str,
+        cidr: &str,
+    ) -> Result<String, Failure> {
+        let (net, _) = self
+            .create(
+                token,
+                &format!("{v2}/networks"),
+                Kind::Network,
+                Owner::User,
+                json!({ "name": name }),
+            )
+            .await?;
+        let (subnet, _) = self
+            .create(
+                token,
+                &format!("{v2}/subnets"),
+                Kind::Subnet,
+                Owner::User,
+                json!({ "name": name, "network_id": net, "ip_version": 4, "cidr": cidr }),
+            )
+            .await?;
+        let attach = json!({ "subnet_id": subnet });
+        self.api
+            .call(
+                Method::PUT,
+                &format!("{v2}/routers/{router}/add_router_interface"),
+                Some(token),
+                Body::Json(&attach),
+            )
+            .await?;
+        self.created.push(Created {
+            kind: Kind::RouterInterface,
+            name: name.to_owned(),
+            id: subnet,
+            url: format!("{v2}/routers/{router}/remove_router_interface"),
+            owner: Owner::User,
+            body: Some(attach),
+        });
+        Ok(net)
     }
 
     /// The external network to put the router's gateway on: the one `--external-network`
@@ -874,7 +858,7 @@ impl<'a> Run<'a> {
         let booted = Instant::now();
         // The second server boots beside the first (same key and security group).
         let second = match (&key, self.second_network.clone()) {
-            (Some(_), Some((net_b, _))) => {
+            (Some(_), Some(net_b)) => {
                 let mut b = server.clone();
                 b["name"] = json!(format!("{}-b", self.s.prefix));
                 b["networks"] = json!([{ "uuid": net_b }]);
@@ -910,7 +894,7 @@ impl<'a> Run<'a> {
                 let name_b = format!("{}-b", self.s.prefix);
                 self.guest(&token, url_b, id_b, &name_b).await?;
                 let d = self.ping_across(session, &token, id_b, url_b).await?;
-                self.delete_server(&token, url_b).await?;
+                self.delete_and_wait(Kind::Server, url_b, &token).await?;
                 d
             }
             _ => String::new(),
@@ -930,12 +914,12 @@ impl<'a> Run<'a> {
             None
         };
         let deleting = Instant::now();
-        self.delete_server(&token, &url).await?;
+        self.delete_and_wait(Kind::Server, &url, &token).await?;
         let gone = secs(deleting);
         let attached = match volume {
             Some((volume, t, written)) => {
                 self.wait_volume(&volume, &token, "available").await?;
-                self.delete_volume(&volume, &token).await?;
+                self.delete_and_wait(Kind::Volume, &volume, &token).await?;
                 format!(
                     "; a 1 GiB volume attached (in-use) after {t:.1} s{}, available again once the server was deleted",
                     written.unwrap_or_default()
@@ -1001,12 +985,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Deletes a server and waits until it is gone.
-    async fn delete_server(&mut self, token: &str, url: &str) -> Result<(), Failure> {
+    /// Deletes the `kind` at `url`, waits until it is gone and drops it from the cleanup.
+    async fn delete_and_wait(&mut self, kind: Kind, url: &str, token: &str) -> Result<(), Failure> {
         self.api
             .call(Method::DELETE, url, Some(token), Body::None)
             .await?;
-        crate::cleanup::wait_gone(&self.api, self.s, Kind::Server, url, token)
+        crate::cleanup::wait_gone(&self.api, self.s, kind, url, token)
             .await
             .map_err(Failure::check)?;
         self.forget(url);
@@ -1026,13 +1010,9 @@ impl<'a> Run<'a> {
             .api
             .call(Method::GET, url_b, Some(token), Body::None)
             .await?;
-        let address = v["server"]["addresses"]
-            .as_object()
+        let address = addresses(&v["server"])
             .into_iter()
-            .flat_map(|nets| nets.values())
-            .filter_map(Value::as_array)
-            .flatten()
-            .find_map(|a| a["addr"].as_str().map(str::to_owned))
+            .next()
             .ok_or_else(|| Failure::check(format!("server {id_b} has no address")))?;
         let started = Instant::now();
         let (status, out) = session
@@ -1079,14 +1059,7 @@ impl<'a> Run<'a> {
             .api
             .call(Method::GET, url, Some(token), Body::None)
             .await?;
-        let addresses: Vec<String> = v["server"]["addresses"]
-            .as_object()
-            .into_iter()
-            .flat_map(|nets| nets.values())
-            .filter_map(Value::as_array)
-            .flatten()
-            .filter_map(|a| a["addr"].as_str().map(str::to_owned))
-            .collect();
+        let addresses = addresses(&v["server"]);
         if let Some(why) = console.failure(id, name, &addresses) {
             // What the guest's init reported, or, when it reported nothing, the console's end.
             let lines: Vec<&str> = log.lines().map(str::trim_end).collect();
@@ -1282,7 +1255,7 @@ impl<'a> Run<'a> {
         let (_, url) = self.new_volume(&token, &cinder).await?;
         let available = secs(created);
         let deleting = Instant::now();
-        self.delete_volume(&url, &token).await?;
+        self.delete_and_wait(Kind::Volume, &url, &token).await?;
         Ok(format!(
             "1 GiB volume available after {available:.1} s; deleted and gone after {:.1} s",
             secs(deleting)
@@ -1332,17 +1305,6 @@ impl<'a> Run<'a> {
             }
             tokio::time::sleep(self.s.poll_interval).await;
         }
-    }
-
-    async fn delete_volume(&mut self, url: &str, token: &str) -> Result<(), Failure> {
-        self.api
-            .call(Method::DELETE, url, Some(token), Body::None)
-            .await?;
-        crate::cleanup::wait_gone(&self.api, self.s, Kind::Volume, url, token)
-            .await
-            .map_err(Failure::check)?;
-        self.forget(url);
-        Ok(())
     }
 
     /// Attaches a new volume to the running server at `server` (a compute URL) and waits until
@@ -1576,6 +1538,18 @@ fn in_region(ep: &Value, region: &str) -> bool {
 }
 
 /// The `id` of a created resource; a missing one fails the step.
+/// Every address of a server (nova's `addresses`, over all its networks).
+fn addresses(server: &Value) -> Vec<String> {
+    server["addresses"]
+        .as_object()
+        .into_iter()
+        .flat_map(|nets| nets.values())
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|a| a["addr"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The IPv4 block of the same size right after `cidr` (`10.99.0.0/24` → `10.99.1.0/24`);
 /// `None` when it is not an IPv4 block or none follows.
 pub(crate) fn next_subnet(cidr: &str) -> Option<String> {

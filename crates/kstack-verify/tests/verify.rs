@@ -114,10 +114,12 @@ async fn a_healthy_cloud_passes_every_step_and_is_left_as_it_was() {
         .iter()
         .map(|c| c.resource.split(' ').next().unwrap())
         .collect();
+    // The router's interface (a "router" entry) goes before the subnet it holds, the router
+    // after its networks.
     assert_eq!(
         cleaned,
         [
-            "flavor", "router", "router", "subnet", "network", "image", "user", "project"
+            "flavor", "router", "subnet", "network", "router", "image", "user", "project"
         ]
     );
     assert!(report.cleanup.iter().all(|c| c.result == Outcome::Ok));
