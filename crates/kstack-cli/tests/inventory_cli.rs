@@ -366,3 +366,115 @@ fn a_cloud_namespace_that_is_not_a_namespace_name_is_refused() {
         "{err}"
     );
 }
+
+/// One HTTP/1.1 request on a new connection; the status line, or why there is none.
+fn get_status_line(port: u16, path: &str, timeout: Duration) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&head[..n]);
+    Ok(text.lines().next().unwrap_or_default().to_string())
+}
+
+/// 1,100 connections that send nothing or half a request, to a service whose process may
+/// open only 1,024 files (a common default): a normal request is still answered in under a
+/// second, and a half-sent request is dropped once the header time is up.
+#[test]
+fn silent_and_half_sent_connections_do_not_starve_a_normal_request() {
+    use std::io::{Read, Write};
+    // This test's own side holds 1,100 sockets.
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if nofile.current.is_some_and(|c| c < 2048) {
+        let raised = rustix::process::Rlimit {
+            current: nofile.maximum,
+            maximum: nofile.maximum,
+        };
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, raised)
+            .expect("this test needs 2,048 open files");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path(), &format!("{TOKEN}: admin\n"), 0o600);
+    let db = dir.path().join("inv.db");
+    let port = free_port();
+    // The service under a limit of 1,024 open files, soft and hard.
+    let child = Command::new("sh")
+        .args(["-c", "ulimit -n 1024 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_kstack"))
+        .args([
+            "inventory",
+            "serve",
+            "--tokens",
+            &tokens,
+            "--no-node-sync",
+            "--database",
+            db.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--audit-interval",
+            "3600",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start kstack inventory serve");
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _service = Kill(child);
+    // Our own server on a port we chose: nothing to watch, so try until it answers.
+    let up = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        get_status_line(port, "/openapi.json", Duration::from_secs(5))
+            .is_ok_and(|l| l.contains(" 200 "))
+    });
+    assert!(up, "kstack inventory serve did not start");
+
+    let mut held = Vec::new();
+    for i in 0..1100 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        if i % 10 == 0 {
+            s.write_all(b"GET /v1/ihosts HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .unwrap();
+        }
+        held.push(s);
+    }
+    let started = std::time::Instant::now();
+    let line = get_status_line(port, "/openapi.json", Duration::from_secs(10));
+    let took = started.elapsed();
+    assert!(
+        line.as_deref().is_ok_and(|l| l.contains(" 200 ")),
+        "a normal request with 1,100 silent connections open: {line:?} after {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "a normal request took {took:?} with 1,100 silent connections open"
+    );
+
+    // The newest half-sent request is still open (nothing needed its room); it is closed
+    // when the header time (10 s) is up, well before 20 s.
+    let mut half = held.swap_remove(1090);
+    half.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 256];
+    let closed = match half.read(&mut buf) {
+        Ok(_) => true, // EOF or the service's error response, then EOF
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(15),
+        "a half-sent request was not dropped within the header time ({:?})",
+        started.elapsed()
+    );
+}

@@ -147,6 +147,7 @@ async fn serve_inventory(
         sync: Arc::new(RecordingSync::default()),
         joins: None,
         cloud,
+        max_connections: None,
     };
     let task = tokio::spawn(async move {
         if let Err(e) = kstack_inventory::serve(config).await {

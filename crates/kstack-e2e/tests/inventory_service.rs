@@ -72,6 +72,7 @@ impl Service {
             sync: Arc::new(kstack_kube::nodes::Nodes::new(client.clone())),
             joins,
             cloud: Arc::new(kstack_inventory::NoCloudStatus),
+            max_connections: None,
         };
         tasks.push(tokio::spawn(async move {
             if let Err(e) = kstack_inventory::serve(config).await {

@@ -7,7 +7,8 @@
 //! Code map: [`validate`] (pure syntax rules, reserved prefixes, label budget), [`store`] (SQL,
 //! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
 //! constant-time lookup), [`keystone`] (tokens the cloud's Keystone issued), [`metrics`] (Prometheus), [`tls`] (HTTPS,
-//! certificate reload), [`sync`] (the `NodeSync` trait the Kubernetes crate implements); this file pushes hosts to their nodes and records the
+//! certificate reload), [`conn`] (time and count bounds on client connections),
+//! [`sync`] (the `NodeSync` trait the Kubernetes crate implements); this file pushes hosts to their nodes and records the
 //! outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
@@ -15,6 +16,7 @@ pub mod api;
 #[cfg(feature = "testing")]
 pub mod browser;
 pub mod cloud;
+pub mod conn;
 pub mod error;
 pub mod keystone;
 pub mod metrics;
@@ -69,6 +71,9 @@ pub struct ServeConfig {
     pub joins: Option<tokio::sync::mpsc::Receiver<String>>,
     /// The deployed cloud the status page shows ([`cloud::NoCloudStatus`] for none).
     pub cloud: Arc<dyn CloudStatus>,
+    /// The most connections open at once; `None`: as many as the open files limit allows
+    /// ([`conn::connection_budget`]), which is also the most this can be.
+    pub max_connections: Option<usize>,
 }
 
 /// Builds the state: opens the database and runs migrations.
@@ -321,21 +326,59 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
             }
         }
     }));
+    let budget = conn::connection_budget();
+    let max = match config.max_connections {
+        Some(n) if n > budget => {
+            tracing::warn!(
+                asked = n,
+                budget,
+                "fewer connections than asked fit in the open files limit"
+            );
+            budget
+        }
+        Some(n) => n,
+        None => budget,
+    };
+    let admission = conn::Admission::new(max, state.metrics.connections());
+    // The body timeout wraps the whole router, so it bounds every request's body.
+    let app = tower::make::Shared::new(tower::Layer::layer(
+        &tower_http::timeout::RequestBodyTimeoutLayer::new(conn::BODY_READ_TIMEOUT),
+        router(state),
+    ));
+    let listener = listener.into_std()?;
     let result = match tls {
         Some((loaded, files)) => {
-            tracing::info!(addr = %config.listen, "inventory listening (https)");
+            tracing::info!(addr = %config.listen, max_connections = max, "inventory listening (https)");
             let rustls = loaded.rustls.clone();
             tasks.0.push(tokio::spawn(files.reload_on_change(loaded)));
-            let server = axum_server::from_tcp_rustls(listener.into_std()?, rustls)?;
-            server.serve(router(state).into_make_service()).await
+            let server = axum_server::from_tcp_rustls(listener, rustls)?.map(|tls| {
+                tls.handshake_timeout(conn::HANDSHAKE_TIMEOUT)
+                    .acceptor(admission)
+            });
+            bounded(server).serve(app).await
         }
         _ => {
-            tracing::info!(addr = %config.listen, "inventory listening (http)");
-            axum::serve(listener, router(state)).await
+            tracing::info!(addr = %config.listen, max_connections = max, "inventory listening (http)");
+            let server = axum_server::from_tcp(listener)?.acceptor(admission);
+            bounded(server).serve(app).await
         }
     };
     drop(tasks);
     Ok(result?)
+}
+
+/// The time bounds of [`conn`] on a server: HTTP/1.1 only, the first request and every
+/// later request's headers within [`conn::HEADER_READ_TIMEOUT`].
+fn bounded<A: axum_server::Address, Acc>(
+    mut server: axum_server::Server<A, Acc>,
+) -> axum_server::Server<A, Acc> {
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(conn::HEADER_READ_TIMEOUT);
+    server
+        .first_request_timeout(conn::HEADER_READ_TIMEOUT)
+        .http1_only()
 }
 
 /// Aborts its tasks when dropped.

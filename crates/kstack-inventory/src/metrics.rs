@@ -78,6 +78,17 @@ struct NamespaceLabels {
     namespace: String,
 }
 
+/// The client connections ([`crate::conn::Admission`] keeps them up to date).
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionMetrics {
+    /// Connections open now.
+    pub open: Gauge,
+    /// Idle connections closed to make room for a new one.
+    pub closed_for_room: Counter,
+    /// New connections refused because every open one was serving a request.
+    pub refused: Counter,
+}
+
 /// The per-service gauges, rebuilt from a snapshot at each scrape.
 #[derive(Default)]
 struct CloudGauges {
@@ -179,6 +190,7 @@ pub struct Metrics {
     hosts: Family<StateLabels, Gauge>,
     host_state: Family<HostLabels, Gauge>,
     cloud: CloudGauges,
+    connections: ConnectionMetrics,
     /// One scrape at a time rebuilds the host and cloud gauges.
     scrape: tokio::sync::Mutex<()>,
 }
@@ -225,11 +237,28 @@ impl Default for Metrics {
             "1 for the current sync state of each host's node",
             host_state.clone(),
         );
+        let connections = ConnectionMetrics::default();
+        registry.register(
+            "kstack_inventory_connections",
+            "Client connections open",
+            connections.open.clone(),
+        );
+        registry.register(
+            "kstack_inventory_connections_closed_for_room",
+            "Idle client connections closed to make room for a new one (the connection limit was reached)",
+            connections.closed_for_room.clone(),
+        );
+        registry.register(
+            "kstack_inventory_connections_refused",
+            "New client connections refused because every open one was serving a request",
+            connections.refused.clone(),
+        );
         let cloud = CloudGauges::default();
         cloud.register(&mut registry);
         Metrics {
             registry,
             cloud,
+            connections,
             requests,
             latency,
             syncs,
@@ -241,6 +270,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The client connection metrics, for the server's admission of connections.
+    pub fn connections(&self) -> ConnectionMetrics {
+        self.connections.clone()
+    }
+
     /// Counts one node sync.
     pub fn sync_outcome(&self, state: SyncState) {
         self.syncs

@@ -91,7 +91,8 @@ impl TlsConfig {
                     self.key.display()
                 ))
             })?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // HTTP/1.1 only: the connection time bounds hold for it (see crate::conn).
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
 

@@ -33,6 +33,7 @@ fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) ->
         sync,
         joins: None,
         cloud: Arc::new(kstack_inventory::NoCloudStatus),
+        max_connections: None,
     }
 }
 
@@ -321,4 +322,71 @@ async fn the_status_cookie_is_secure_over_https_only() {
         assert!(page.text().await.unwrap().contains("id=\"host-table\""));
         server.abort();
     }
+}
+
+/// Over HTTPS with room for 4 connections: 4 clients that connect and never start TLS do not
+/// keep a 5th out (the connection idle longest makes room), and one that never starts TLS is
+/// closed when the handshake time is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_silent_connections_make_room_and_time_out() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inv.db");
+    let pki = TestPki::new(&dir.path().join("pki"), "limits");
+    let port = free_port();
+    let mut c = config(
+        ([127, 0, 0, 1], port).into(),
+        &db,
+        Arc::new(RecordingSync::default()),
+    );
+    c.tls = Some(pki.tls_config());
+    c.max_connections = Some(4);
+    let server = tokio::spawn(serve(c));
+    let base = format!("https://127.0.0.1:{port}");
+    let client = https_client(&pki.ca_pem());
+    wait_up(&client, &format!("{base}/openapi.json"), &server).await;
+
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap(),
+        );
+    }
+    let fresh = https_client(&pki.ca_pem());
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        fresh
+            .get(format!("{base}/v1/ihosts"))
+            .bearer_auth(TOKEN)
+            .send(),
+    )
+    .await
+    .expect("a request with 4 silent connections open hung")
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The newest silent one still had its room; the handshake time (10 s) closes it.
+    let mut last = silent.pop().unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(20), last.read(&mut buf))
+        .await
+        .expect("a connection that never started TLS was kept past 20 s");
+    assert!(
+        matches!(read, Ok(0)) || read.is_err(),
+        "expected the connection closed, read {read:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
 }

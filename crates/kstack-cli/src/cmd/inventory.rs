@@ -167,6 +167,11 @@ pub enum Serve {
         /// Seconds between audits that repair drift between the inventory and the nodes.
         #[arg(long, default_value_t = 60)]
         audit_interval: u64,
+        /// The most client connections open at once (default: as many as the open files
+        /// limit allows, less 64). When full, the connection idle longest is closed for a new
+        /// one.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: Option<u32>,
         /// The namespace of the cloud the status page (/status) shows: its release records and
         /// workloads are watched there (globals.yml's kubernetes_namespace).
         #[arg(long, default_value = "openstack", value_name = "NAMESPACE")]
@@ -238,6 +243,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     insecure_http,
                     kubeconfig,
                     audit_interval,
+                    max_connections,
                     cloud_namespace,
                     no_node_sync,
                     keystone_url,
@@ -327,6 +333,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 sync,
                 joins,
                 cloud,
+                max_connections: max_connections.map(|n| n as usize),
             };
             eprintln!("kstack inventory: listening on {scheme}://{listen}");
             match kstack_inventory::serve(config).await {
