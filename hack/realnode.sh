@@ -484,9 +484,12 @@ cmd_down() {
   # Purging deletes this cluster's volume pool and what the services wrote on the host, not the
   # pools of other dev clusters.
   if [ "${1:-}" = --purge ]; then
-    # (numbered directories right under volumes/ are the pool of the layout before per-cluster
-    # pools, which every cluster shared)
-    rm -rf "$(pool_dir)" /var/lib/kstack/volumes/[0-9]* /run/openvswitch
+    # (directories right under volumes/ named by a number alone are the pool of the layout
+    # before per-cluster pools, which every cluster shared; a pool's hash may start with a
+    # digit too, and another cluster's pool is not this one's to delete)
+    rm -rf "$(pool_dir)" /run/openvswitch
+    find /var/lib/kstack/volumes -mindepth 1 -maxdepth 1 -regextype posix-extended \
+      -regex '.*/[0-9]+' -exec rm -rf {} + 2>/dev/null || true
     find /var/lib/kstack -mindepth 1 -maxdepth 1 ! -name volumes -exec rm -rf {} + 2>/dev/null || true
     rmdir /var/lib/kstack/volumes /var/lib/kstack 2>/dev/null || true
   fi
