@@ -8,6 +8,7 @@ use std::time::Duration;
 pub mod bench;
 pub mod cloud;
 pub mod endpoints;
+pub mod logscan;
 
 use anyhow::Context;
 use kstack_k8s::api::core::v1::{Namespace, Node, Pod};

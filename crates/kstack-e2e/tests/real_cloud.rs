@@ -422,7 +422,8 @@ async fn the_status_page_and_metrics_show_the_real_cloud(
 
 /// Central logging: the collector on the node shipped keystone's lines (verify made it issue
 /// tokens) to the store, where a LogsQL query finds them by the file they came from; and no
-/// passwords.yml value is anywhere in the store, whatever container logged it.
+/// passwords.yml value is anywhere in the store, whatever container logged it; and no container
+/// logged an error line the allow-list (`log-errors-allowed.yaml`) does not name.
 async fn central_logging_holds_what_keystone_logged(
     cloud: &Cloud,
     client: &kube::Client,
@@ -561,6 +562,37 @@ async fn central_logging_holds_what_keystone_logged(
         "central logging: {} lines of {} container log files, none with a password",
         all.len(),
         containers.len()
+    );
+
+    // After deploy, verify and tempest, no container logged an error line (ERROR, CRITICAL,
+    // a traceback) but those the repository's allow-list names with a reason.
+    let allow = kstack_e2e::logscan::allowed()?;
+    let scan = kstack_e2e::logscan::Scan::of(
+        all.iter().filter_map(|r| {
+            let container = kstack_e2e::logscan::container_of(r["file"].as_str()?)?;
+            Some((container, r["_msg"].as_str()?))
+        }),
+        &allow,
+    );
+    for (a, n) in allow.iter().zip(&scan.allowed) {
+        eprintln!(
+            "allowed error lines: {n} in {} matching {:?} ({})",
+            a.container,
+            a.matches.as_str(),
+            a.reason
+        );
+    }
+    assert!(
+        scan.unexpected.is_empty(),
+        "{} kinds of error lines in the cloud's logs that log-errors-allowed.yaml does not allow \
+         ({} error lines in all):\n{}",
+        scan.unexpected.len(),
+        scan.errors,
+        scan.report()
+    );
+    eprintln!(
+        "error lines in the cloud's logs: {}, every one allowed",
+        scan.errors
     );
     Ok(())
 }

@@ -1,0 +1,206 @@
+//! Error lines in a cloud's container logs: what counts as one, and the lines a healthy cloud
+//! may still log, each with its reason (`log-errors-allowed.yaml` beside this crate's
+//! Cargo.toml). A deployment tool's CI fails on any other: an error a user never sees in a
+//! test is still a fault.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use anyhow::Context;
+use regex::Regex;
+use serde::Deserialize;
+
+/// The allow-list, in the repository.
+const ALLOWED: &str = include_str!("../log-errors-allowed.yaml");
+
+/// What marks a line as an error, per the formats the cloud's containers write.
+static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        // oslo.log: `<date> <time> <pid> ERROR <logger> ...` (also inside Apache's lines).
+        r"\b\d+ (?:ERROR|CRITICAL) [A-Za-z_][\w.]*",
+        // A Python traceback, however it was logged.
+        r"|Traceback \(most recent call last\)",
+        // Python's logging without a format (kolla_set_configs and scripts).
+        r"|^(?:ERROR|CRITICAL):",
+        // MariaDB, RabbitMQ, Open vSwitch, libvirt.
+        r"|\[ERROR\]|\[error\]|\|(?:ERR|EMER)\||: error : ",
+    ))
+    .expect("the error pattern is valid")
+});
+
+/// Digits, hex ids and addresses, so lines that differ only in them are counted together.
+static VARIABLE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[0-9a-f]{8,}(?:-[0-9a-f]{4,})*|\d+").expect("valid"));
+
+/// One entry of the allow-list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    /// The container's name (`nova-conductor`), or a regular expression matching it.
+    container: String,
+    /// A regular expression a line must match.
+    matches: String,
+    /// Why the line is not a fault of the cloud.
+    reason: String,
+}
+
+/// An entry, compiled.
+#[derive(Debug)]
+pub struct Allowed {
+    pub container: Regex,
+    pub matches: Regex,
+    pub reason: String,
+}
+
+/// The repository's allow-list; every entry must give a reason.
+pub fn allowed() -> anyhow::Result<Vec<Allowed>> {
+    let entries: Vec<Entry> = serde_saphyr::from_str(ALLOWED).context("log-errors-allowed.yaml")?;
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            anyhow::ensure!(
+                !e.reason.trim().is_empty(),
+                "log-errors-allowed.yaml entry {}: no reason",
+                i + 1
+            );
+            Ok(Allowed {
+                container: Regex::new(&format!("^(?:{})$", e.container))
+                    .with_context(|| format!("entry {}: container", i + 1))?,
+                matches: Regex::new(&e.matches)
+                    .with_context(|| format!("entry {}: matches", i + 1))?,
+                reason: e.reason,
+            })
+        })
+        .collect()
+}
+
+/// Whether `line` is at ERROR or CRITICAL, or part of a traceback.
+pub fn is_error(line: &str) -> bool {
+    ERROR_LINE.is_match(line)
+}
+
+/// The container a kubelet log file belongs to:
+/// `/var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log`.
+pub fn container_of(file: &str) -> Option<&str> {
+    let mut parts = file.rsplit('/');
+    parts.next()?;
+    parts.next()
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Error lines no entry allows, by container and the line with its numbers and ids
+    /// blanked: how many, and one of them as logged.
+    pub unexpected: BTreeMap<(String, String), (usize, String)>,
+    /// Error lines each entry allowed, in the list's order.
+    pub allowed: Vec<usize>,
+    /// Error lines in all.
+    pub errors: usize,
+}
+
+impl Scan {
+    /// Scans `(container, line)` pairs.
+    pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
+        let mut scan = Scan {
+            allowed: vec![0; allow.len()],
+            ..Scan::default()
+        };
+        for (container, line) in lines {
+            if !is_error(line) {
+                continue;
+            }
+            scan.errors += 1;
+            match allow
+                .iter()
+                .position(|a| a.container.is_match(container) && a.matches.is_match(line))
+            {
+                Some(i) => scan.allowed[i] += 1,
+                None => {
+                    let key = VARIABLE.replace_all(line, "#").into_owned();
+                    let shown: String = line.chars().take(400).collect();
+                    scan.unexpected
+                        .entry((container.to_owned(), key))
+                        .or_insert((0, shown))
+                        .0 += 1;
+                }
+            }
+        }
+        scan
+    }
+
+    /// The unexpected lines, one per kind, for a failure message.
+    pub fn report(&self) -> String {
+        self.unexpected
+            .iter()
+            .map(|((container, _), (n, line))| format!("{container} ({n}x): {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_formats_the_cloud_writes_are_recognised() {
+        for line in [
+            "2026-11-27 03:00:00.123 7 ERROR nova.compute.manager [None req-1] boom",
+            "2026-11-27 03:00:00.123 7 CRITICAL keystone [-] Unhandled error",
+            "[Fri Nov 27 03:00:00 2026] [wsgi:error] [pid 9] 2026-11-27 03:00:00.1 9 ERROR keystone.server.flask.application x",
+            "2026-11-27 03:00:00.123 7 ERROR oslo_messaging.rpc.server Traceback (most recent call last):",
+            "ERROR:__main__:Missing config file",
+            "2026-11-27  3:00:00 0 [ERROR] WSREP: failed to open gcomm backend",
+            "2026-11-27 03:00:00.000 [error] <0.123.0> closing AMQP connection",
+            "2026-11-27T03:00:00.000Z|00042|netdev|ERR|eth0: could not set MTU",
+            "2026-11-27 03:00:00.000+0000: 1234: error : virNetSocketNew: failed",
+        ] {
+            assert!(is_error(line), "{line}");
+        }
+        for line in [
+            "2026-11-27 03:00:00.123 7 INFO nova.compute.manager [None req-1] fine",
+            "2026-11-27 03:00:00.123 7 WARNING nova.compute.manager no ERROR here",
+            "[Fri Nov 27 03:00:00 2026] [wsgi:error] [pid 9] 2026-11-27 03:00:00.1 9 INFO keystone.common x",
+            "INFO:__main__:Loading config file at /var/lib/kolla/config_files/config.json",
+            "2026-11-27 03:00:00.000 [info] <0.123.0> accepting AMQP connection",
+        ] {
+            assert!(!is_error(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_repositorys_allow_list_loads_and_every_entry_has_a_reason() {
+        let allow = allowed().unwrap();
+        assert!(allow.iter().all(|a| !a.reason.trim().is_empty()));
+    }
+
+    #[test]
+    fn allowed_lines_are_counted_per_entry_and_the_rest_grouped() {
+        let allow = vec![Allowed {
+            container: Regex::new("^(?:neutron-server)$").unwrap(),
+            matches: Regex::new("SubnetNotFound").unwrap(),
+            reason: "a test deletes the subnet under a running request".into(),
+        }];
+        let lines = [
+            (
+                "neutron-server",
+                "1 2 3 ERROR neutron.api SubnetNotFound: 1234abcd",
+            ),
+            ("nova-conductor", "1 2 3 ERROR nova.conductor boom 1"),
+            ("nova-conductor", "1 2 3 ERROR nova.conductor boom 2"),
+            ("nova-api", "1 2 3 INFO nova.api fine"),
+        ];
+        let scan = Scan::of(lines, &allow);
+        assert_eq!(scan.errors, 3);
+        assert_eq!(scan.allowed, vec![1]);
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        let ((container, _), (n, _)) = scan.unexpected.iter().next().unwrap();
+        assert_eq!((container.as_str(), *n), ("nova-conductor", 2));
+        assert_eq!(
+            container_of("/var/log/pods/ns_p_u/keystone/0.log"),
+            Some("keystone")
+        );
+    }
+}
