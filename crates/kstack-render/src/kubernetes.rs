@@ -59,6 +59,10 @@ use kstack_k8s::k8s_openapi::ByteString;
 use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind, WorkloadKind};
 use kstack_model::distro::{Distro, UnknownFact};
 use kstack_model::globals::Globals;
+use kstack_model::labels::{
+    BOOTSTRAP, COMPONENT_LABEL, HOSTNAME_LABEL, MANAGED_BY, NAME_LABEL, PART_OF, PHASE_LABEL,
+    SERVER, TASK_LABEL, VARIANT_LABEL,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -74,11 +78,6 @@ pub const DRAIN_SECS: i64 = 5;
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
 pub const KOLLA_CONFIG_DIR: &str = "/var/lib/kolla/config_files";
-/// Label carrying the catalog service name; also the grouping key of [`Rendered::by_service`].
-pub const NAME_LABEL: &str = "app.kubernetes.io/name";
-/// Label separating long-running pods (`server`) from bootstrap Job pods (`bootstrap`), so a
-/// Service or workload selector never picks up a Job pod.
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
 /// Startup probe: wait up to `STARTUP_FAILURES * STARTUP_PERIOD` seconds (10 min) for the first
 /// success, because a first start may run migrations or wait for the database.
@@ -192,11 +191,8 @@ impl std::fmt::Debug for SecretNames {
 pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
-        ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "kstack".to_owned(),
-        ),
+        (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+        (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
         (COMPONENT_LABEL.to_owned(), component.to_owned()),
     ])
 }
@@ -204,7 +200,7 @@ pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String>
 fn selector(service: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
-        (COMPONENT_LABEL.to_owned(), "server".to_owned()),
+        (COMPONENT_LABEL.to_owned(), SERVER.to_owned()),
     ])
 }
 
@@ -222,11 +218,8 @@ fn namespace(globals: &Globals) -> Namespace {
         metadata: ObjectMeta {
             name: Some(globals.kubernetes_namespace.clone()),
             labels: Some(BTreeMap::from([
-                ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
-                (
-                    "app.kubernetes.io/managed-by".to_owned(),
-                    "kstack".to_owned(),
-                ),
+                (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+                (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
             ])),
             ..Default::default()
         },
@@ -464,7 +457,7 @@ fn service_objects(globals: &Globals, name: &str, service: &catalog::Service) ->
     let exposed = ports(false);
     if !exposed.is_empty() {
         out.push(Service {
-            metadata: meta(globals, name, labels(name, "server")),
+            metadata: meta(globals, name, labels(name, SERVER)),
             spec: Some(ServiceSpec {
                 selector: Some(selector(name)),
                 ports: Some(exposed),
@@ -494,7 +487,7 @@ fn service_objects(globals: &Globals, name: &str, service: &catalog::Service) ->
 /// (node drains, evictions): a Galera or RabbitMQ cluster of three keeps its quorum.
 fn disruption_budget(globals: &Globals, name: &str) -> PodDisruptionBudget {
     PodDisruptionBudget {
-        metadata: meta(globals, name, labels(name, "server")),
+        metadata: meta(globals, name, labels(name, SERVER)),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(label_selector(selector(name))),
@@ -562,18 +555,6 @@ fn spread(template: &mut PodTemplateSpec, name: &str) {
     }
 }
 
-/// Label naming the bootstrap task a Job runs (the catalog task name), so the deploy engine
-/// finds the Job of a task.
-pub const TASK_LABEL: &str = "kstack.io/task";
-/// Label naming the phase of a bootstrap task that does not run on every deploy (`install`,
-/// `expand`, `contract`; see [`kstack_model::catalog::Phase`]).
-pub const PHASE_LABEL: &str = "kstack.io/phase";
-/// Label telling a DaemonSet's pods from those of its per-host variants (`all`, or the hash of
-/// the host), so their selectors never overlap.
-pub const VARIANT_LABEL: &str = "kstack.io/variant";
-/// The node label a per-host variant is pinned by.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-
 /// Renders every enabled service of a loaded config directory, plus the namespace.
 pub fn render(config: &Config) -> Result<Rendered, RenderError> {
     let globals = &config.globals;
@@ -630,8 +611,8 @@ fn slug(name: &str) -> String {
 }
 
 /// Labels of a service's pods: the operator's `kstack_pod_labels` for the service, then
-/// kstack's own (globals validation rejects the `app.kubernetes.io/` prefix, so the operator's
-/// labels never override a selector).
+/// kstack's own (globals validation rejects keys under [`kstack_model::labels::APP_PREFIX`], so
+/// the operator's labels never override a selector).
 pub(crate) fn pod_labels(
     globals: &Globals,
     service: &str,
@@ -643,7 +624,7 @@ pub(crate) fn pod_labels(
 }
 
 fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
-    let mut l = labels(service, "bootstrap");
+    let mut l = labels(service, BOOTSTRAP);
     l.insert(TASK_LABEL.to_owned(), task.to_owned());
     l
 }
@@ -916,7 +897,7 @@ impl Renderer<'_> {
                     spread(&mut template, name);
                 }
                 out.push(Object::Deployment(Deployment {
-                    metadata: meta(globals, name, labels(name, "server")),
+                    metadata: meta(globals, name, labels(name, SERVER)),
                     spec: Some(DeploymentSpec {
                         replicas: Some(replicas),
                         selector: label_selector(selector(name)),
@@ -956,7 +937,7 @@ impl Renderer<'_> {
                     })
                     .collect::<Vec<_>>();
                 out.push(Object::StatefulSet(StatefulSet {
-                    metadata: meta(globals, name, labels(name, "server")),
+                    metadata: meta(globals, name, labels(name, SERVER)),
                     spec: Some(StatefulSetSpec {
                         replicas: Some(replicas),
                         selector: label_selector(selector(name)),
@@ -1151,7 +1132,7 @@ impl Renderer<'_> {
             });
         }
         volumes.extend(data_vols);
-        let mut own = labels(name, "server");
+        let mut own = labels(name, SERVER);
         if let Some(v) = variant {
             own.insert(VARIANT_LABEL.to_owned(), v.to_owned());
         }
@@ -1332,7 +1313,7 @@ fn daemon_set(
     let mut sel = selector(service);
     sel.insert(VARIANT_LABEL.to_owned(), variant.to_owned());
     DaemonSet {
-        metadata: meta(globals, name, labels(service, "server")),
+        metadata: meta(globals, name, labels(service, SERVER)),
         spec: Some(DaemonSetSpec {
             selector: label_selector(sel),
             template,

@@ -106,7 +106,7 @@ impl Object {
         self.metadata()
             .labels
             .as_ref()?
-            .get(kubernetes::NAME_LABEL)
+            .get(kstack_model::labels::NAME_LABEL)
             .map(String::as_str)
     }
 

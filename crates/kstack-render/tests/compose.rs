@@ -591,7 +591,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     .metadata()
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(kubernetes::PHASE_LABEL).cloned());
+                    .and_then(|l| l.get(kstack_model::labels::PHASE_LABEL).cloned());
                 if matches!(phase.as_deref(), Some("expand" | "contract")) {
                     // Upgrade migrations: a Compose project is installed, never upgraded in
                     // place, so they have no one-shot service.
@@ -858,7 +858,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
         .file
         .services
         .iter()
-        .filter(|(_, s)| s.labels[kubernetes::COMPONENT_LABEL] == "server")
+        .filter(|(_, s)| s.labels[kstack_model::labels::COMPONENT_LABEL] == "server")
         .map(|(n, _)| n.clone())
         .collect();
     assert_eq!(k8s_containers, compose_servers);
