@@ -29,6 +29,10 @@
 //!
 //! No secret is ever an env literal: passwords reach env only through `secretKeyRef`. The hash
 //! in a Secret's name is keyed ([`SecretNames`]), so the name tells nothing of what it holds.
+//!
+//! Two kinds of objects have a module of their own: [`keys`], a key repository's Secret and the
+//! CronJob that rotates its keys, and [`rbac`], the access kstack itself needs to deploy
+//! (`kstack template --rbac`).
 
 use std::collections::BTreeMap;
 
@@ -67,9 +71,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
-use crate::keys;
 use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
+
+pub mod keys;
+pub mod rbac;
 
 /// How long a terminating Deployment pod that serves a port keeps running after it is marked
 /// for deletion (a `preStop` sleep), so kube-proxy stops sending it new connections before the

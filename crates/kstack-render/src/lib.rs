@@ -19,9 +19,7 @@ use serde::Serialize;
 pub mod compose;
 pub mod escape;
 pub mod files;
-pub mod keys;
 pub mod kubernetes;
-pub mod rbac;
 mod secrets;
 pub mod tasks;
 

@@ -31,15 +31,15 @@ use kstack_model::catalog::{self, VolumeKind};
 use kstack_model::globals::{FernetTiming, Globals};
 use kstack_model::labels::{FERNET_KEYS, GENERATED_ANNOTATION};
 
+use super::{labels, meta, pod_labels, short_hash};
 use crate::Object;
-use crate::kubernetes::{labels, meta, pod_labels, short_hash};
 
 /// Mode of a key repository's files: read by the owner and the pod's `fsGroup` (the service's
 /// group), by nobody else.
 pub const KEY_MODE: i32 = 0o440;
 
 /// The rotation script, run with the image's Python (keystone-manage's venv).
-pub const ROTATE_SCRIPT: &str = include_str!("../templates/keystone/fernet-rotate.py");
+pub const ROTATE_SCRIPT: &str = include_str!("../../templates/keystone/fernet-rotate.py");
 const SCRIPT_DIR: &str = "/usr/local/lib/kstack";
 const CREDENTIALS_DIR: &str = "/var/run/secrets/kstack";
 /// How long the rotation job's API token lives (the job takes seconds).
