@@ -70,7 +70,8 @@ use kstack_model::labels::{
 use serde::{Deserialize, Serialize};
 
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
-use crate::kubernetes::KOLLA_CONFIG_DIR;
+use crate::kolla::KOLLA_CONFIG_DIR;
+use crate::names::SecretNames;
 use crate::tasks::{self, FilesOf};
 
 /// The directory (below a service's config directory) of its containers' env files.
@@ -455,7 +456,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
         .map(|cf| ((cf.service.clone(), cf.container.clone()), cf.files.clone()))
         .collect();
 
-    let names = crate::kubernetes::SecretNames::of(config)?;
+    let names = SecretNames::of(config)?;
     let mut out = Builder::default();
     for (name, service) in &config.catalog.services {
         if !config.enabled.contains(name) {
@@ -765,9 +766,9 @@ fn task(
     Ok((s, dirs))
 }
 
-/// The keyed hash (as the Secrets' names are, [`crate::kubernetes::SecretNames`]) of files,
+/// The keyed hash (as the Secrets' names are, [`SecretNames`]) of files,
 /// by name and content: it changes with any of them and says nothing about a password in one.
-fn config_hash(names: &crate::kubernetes::SecretNames, files: &[&RenderedFile]) -> String {
+fn config_hash(names: &SecretNames, files: &[&RenderedFile]) -> String {
     let mut sorted = files.to_vec();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut bytes = Vec::new();

@@ -36,9 +36,7 @@
 
 use std::collections::BTreeMap;
 
-use hmac::{Hmac, Mac};
 use kstack_config::Config;
-use kstack_config::passwords;
 use kstack_k8s::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
     RollingUpdateDeployment, StatefulSet, StatefulSetSpec,
@@ -61,29 +59,20 @@ use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_k8s::k8s_openapi::ByteString;
 use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind, WorkloadKind};
-use kstack_model::distro::{Distro, UnknownFact};
 use kstack_model::globals::Globals;
 use kstack_model::labels::{
     BOOTSTRAP, COMPONENT_LABEL, HOSTNAME_LABEL, MANAGED_BY, NAME_LABEL, PART_OF, PHASE_LABEL,
     SERVER, TASK_LABEL, VARIANT_LABEL,
 };
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
+use crate::files::{ContainerFiles, DRAIN_SECS, RenderError, RenderedFile, Target, render_files};
+use crate::kolla::KOLLA_CONFIG_DIR;
+use crate::names::{SecretNames, peers_service, short_hash};
 use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
 
 pub mod keys;
 pub mod rbac;
-
-/// How long a terminating Deployment pod that serves a port keeps running after it is marked
-/// for deletion (a `preStop` sleep), so kube-proxy stops sending it new connections before the
-/// service gets SIGTERM: a rolling update then drops no request.
-pub const DRAIN_SECS: i64 = 5;
-
-/// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
-pub const KOLLA_CONFIG_DIR: &str = "/var/lib/kolla/config_files";
 
 /// Startup probe: wait up to `STARTUP_FAILURES * STARTUP_PERIOD` seconds (10 min) for the first
 /// success, because a first start may run migrations or wait for the database.
@@ -93,106 +82,6 @@ const STARTUP_FAILURES: i32 = 60;
 /// restart: with Kolla's timings, 60 s per check and 6 failures, 3 min of a failing check.
 const LIVENESS_SLACK: i32 = 2;
 const JOB_BACKOFF_LIMIT: i32 = 6;
-
-/// Kolla's `config.json` for one container (kolla 2025.1 keys only).
-#[derive(Debug, Serialize)]
-pub struct KollaConfig {
-    pub command: String,
-    pub config_files: Vec<KollaConfigFile>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub permissions: Vec<catalog::Permission>,
-}
-
-/// One `config_files` entry of [`KollaConfig`].
-#[derive(Debug, Serialize)]
-pub struct KollaConfigFile {
-    pub source: String,
-    pub dest: String,
-    pub owner: String,
-    pub perm: String,
-}
-
-impl KollaConfig {
-    /// The `config.json` of a catalog container for the image distribution `distro`: sources
-    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded (the
-    /// target's `{bind_address}` to `bind_address`).
-    pub fn for_container(
-        c: &catalog::Container,
-        distro: &Distro,
-        bind_address: &str,
-    ) -> Result<KollaConfig, UnknownFact> {
-        let target = |name: &str| (name == "bind_address").then(|| bind_address.to_owned());
-        Ok(KollaConfig {
-            command: distro.expand_with(&c.command, &target)?,
-            config_files: c
-                .config_files
-                .iter()
-                .map(|f| {
-                    Ok(KollaConfigFile {
-                        source: format!("{KOLLA_CONFIG_DIR}/{}", f.template),
-                        dest: distro.expand_with(&f.dest, &target)?,
-                        owner: f.owner.clone(),
-                        perm: f.perm.clone(),
-                    })
-                })
-                .collect::<Result<_, UnknownFact>>()?,
-            permissions: c.permissions.clone(),
-        })
-    }
-
-    /// Pretty JSON with a trailing newline; field order is fixed by the struct.
-    pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("config.json serializes");
-        s.push('\n');
-        s
-    }
-}
-
-/// First 10 hex digits of the SHA-256 of `bytes`: the suffix of content-named objects that
-/// carry no secret (ConfigMaps, Jobs, per-host variants).
-pub fn short_hash(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))[..10].to_owned()
-}
-
-/// Names the Secrets: first 10 hex digits of the HMAC-SHA-256 of their content under
-/// passwords.yml's [`passwords::NAME_KEY`]. Anyone who may read pod specs sees a Secret's name;
-/// with an unkeyed hash, the name of an env Secret holding one password would confirm guesses
-/// of that password offline. With the key, the name is still fixed by the content (an
-/// unchanged Secret keeps its name, a changed one rolls its pods) but says nothing about it.
-#[derive(Clone)]
-pub struct SecretNames {
-    key: Vec<u8>,
-}
-
-impl SecretNames {
-    /// The namer of a config directory's Secrets; [`RenderError::MissingNameKey`] when
-    /// passwords.yml has no key.
-    pub fn of(config: &Config) -> Result<SecretNames, RenderError> {
-        let key = config
-            .passwords
-            .get(passwords::NAME_KEY)
-            .ok_or(RenderError::MissingNameKey {
-                key: passwords::NAME_KEY,
-            })?;
-        Ok(SecretNames {
-            key: key.as_bytes().to_vec(),
-        })
-    }
-
-    /// The hash suffix of a Secret holding `bytes`.
-    pub fn hash(&self, bytes: &[u8]) -> String {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
-        mac.update(bytes);
-        hex::encode(mac.finalize().into_bytes())[..10].to_owned()
-    }
-}
-
-impl std::fmt::Debug for SecretNames {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretNames(<key redacted>)")
-    }
-}
 
 pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -432,13 +321,6 @@ fn protocol(p: catalog::Protocol) -> String {
         catalog::Protocol::Tcp => "TCP".into(),
         catalog::Protocol::Udp => "UDP".into(),
     }
-}
-
-/// The headless Service that governs a StatefulSet: it gives each pod its stable DNS name
-/// (`<pod>.<service>-peers.<namespace>.svc`) and lists every port, ready or not, because
-/// clustered stores (Galera, RabbitMQ) must find their peers before they are ready.
-pub fn peers_service(service: &str) -> String {
-    format!("{service}-peers")
 }
 
 /// The Services of a catalog service: `<service>`, what clients use, with the ports the catalog
