@@ -14,7 +14,6 @@ use kstack_e2e::bench::{config, deploy, kubeconfig};
 use kstack_e2e::endpoints::watch_endpoints;
 use kstack_engine::StepKind;
 use kstack_kube::KubeCluster;
-use kstack_render::kubernetes;
 use std::time::Duration;
 
 #[tokio::main]
@@ -59,7 +58,7 @@ async fn main() -> anyhow::Result<()> {
             .filter(|s| matches!(s.kind, StepKind::Job { .. }))
             .filter(|s| {
                 plan.objects[s.objects[0]].desired.manifest["metadata"]["labels"]
-                    [kubernetes::PHASE_LABEL]
+                    [kstack_model::labels::PHASE_LABEL]
                     == phase
             })
             .count()

@@ -8,6 +8,7 @@ use kstack_config::Config;
 use kstack_engine::{Cluster, Limits, Options, Plan, Report};
 use kstack_model::catalog::Catalog;
 use kstack_model::globals::Globals;
+use kstack_model::labels::{DEV_COMPLETE_DELAY_LABEL, DEV_READY_DELAY_LABEL};
 use kstack_render::kubernetes;
 use serde_json::json;
 
@@ -29,8 +30,8 @@ pub fn config(ns: &str, vars: &[(&str, &str)]) -> anyhow::Result<Config> {
         labels.insert(
             name.clone(),
             json!({
-                "kstack.io/dev-ready-delay": format!("{}s", ready_delay(name).as_secs()),
-                "kstack.io/dev-complete-delay": format!("{}s", COMPLETE_DELAY.as_secs()),
+                DEV_READY_DELAY_LABEL: format!("{}s", ready_delay(name).as_secs()),
+                DEV_COMPLETE_DELAY_LABEL: format!("{}s", COMPLETE_DELAY.as_secs()),
             }),
         );
     }

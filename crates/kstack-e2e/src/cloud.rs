@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use kstack_engine::Cluster;
 use kstack_engine::cluster::NAMESPACED_KINDS;
 use kstack_kube::KubeCluster;
+use kstack_model::labels;
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -25,7 +26,7 @@ pub const NO_HOST_NETWORK: &str = "enable_nova: \"no\"\nenable_neutron: \"no\"\n
 /// and CAP_SYS_RESOURCE (QEMU keeps the limits it inherits).
 pub fn real_node_globals() -> String {
     let prefix = std::env::var("KSTACK_E2E_REAL_ROLE_PREFIX")
-        .unwrap_or_else(|_| "kstack.io/real-role-".to_owned());
+        .unwrap_or_else(|_| labels::REAL_ROLE_LABEL_PREFIX.to_owned());
     format!(
         "kolla_base_distro: debian\ndocker_registry: kstack.local\ndocker_namespace: kolla\n\
          kstack_role_label_prefix: \"{prefix}\"\nkstack_storage_class: kstack-real-node\n\
@@ -143,12 +144,9 @@ impl Cloud {
     /// Every kstack-owned object of the namespace, by kind.
     pub async fn objects(&self) -> anyhow::Result<Vec<Value>> {
         let mut all = Vec::new();
+        let managed_by = format!("{}={}", labels::MANAGED_BY.0, labels::MANAGED_BY.1);
         for kind in NAMESPACED_KINDS {
-            all.extend(
-                self.cluster
-                    .list(kind, &self.ns.name, "app.kubernetes.io/managed-by=kstack")
-                    .await?,
-            );
+            all.extend(self.cluster.list(kind, &self.ns.name, &managed_by).await?);
         }
         Ok(all)
     }
@@ -161,7 +159,7 @@ impl Cloud {
                 .list(
                     kind,
                     &self.ns.name,
-                    &format!("app.kubernetes.io/name={service}"),
+                    &format!("{}={service}", labels::NAME_LABEL),
                 )
                 .await?
             {
@@ -189,5 +187,5 @@ impl Cloud {
 pub fn job_task(job: &Value) -> (String, String) {
     let l = &job["metadata"]["labels"];
     let label = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
-    (label("app.kubernetes.io/name"), label("kstack.io/task"))
+    (label(labels::NAME_LABEL), label(labels::TASK_LABEL))
 }

@@ -12,6 +12,7 @@ pub mod logscan;
 
 use anyhow::Context;
 use kstack_k8s::api::core::v1::{Namespace, Node, Pod};
+use kstack_model::labels::HOSTNAME_LABEL;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
@@ -93,7 +94,7 @@ pub const WAIT: Duration = Duration::from_secs(60);
 pub async fn make_node(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
     let node: Node = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {"kubernetes.io/hostname": name, "type": "kwok", "untouched": "yes"}},
+                     "labels": {HOSTNAME_LABEL: name, "type": "kwok", "untouched": "yes"}},
         "spec": {"providerID": format!("kwok://{name}")},
         "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}}
     }))?;

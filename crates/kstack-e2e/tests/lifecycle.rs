@@ -518,7 +518,7 @@ async fn a_statefulset_from_before_the_peers_layout_is_replaced_and_keeps_its_cl
         labels: old.metadata.labels.clone(),
         annotations: old.metadata.annotations.clone().map(|mut a| {
             a.insert(
-                kstack_engine::plan::HASH_ANNOTATION.to_owned(),
+                kstack_model::labels::APPLIED_HASH_ANNOTATION.to_owned(),
                 "before".to_owned(),
             );
             a

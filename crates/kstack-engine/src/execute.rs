@@ -12,15 +12,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use kstack_model::labels::{COMPONENT_LABEL, MANAGED_BY, NAME_LABEL, RELEASE_LABEL, SERVER};
 use serde_json::Value;
 
 use crate::cluster::{
     CLUSTER_KINDS, Cluster, ClusterError, Condition, NAMESPACED_KINDS, ObjectRef, WaitOutcome,
 };
-use crate::plan::{Action, MANAGED_BY, Observed, Plan, Step, StepKind};
+use crate::plan::{Action, Observed, Plan, Step, StepKind};
 use crate::release::{
-    DeployStep, IndexEntry, Migration, RELEASE_LABEL, ReleaseHistory, ReleaseIndex, ServiceRecord,
-    ServiceState, StepOutcome, index_config_map, record_config_map, service_record, short_reason,
+    DeployStep, IndexEntry, Migration, ReleaseHistory, ReleaseIndex, ServiceRecord, ServiceState,
+    StepOutcome, index_config_map, record_config_map, service_record, short_reason,
 };
 use crate::rollback::millis;
 
@@ -569,11 +570,7 @@ impl Ctx<'_> {
                     .await
                     .map_err(cluster_err)?;
                 let service = step.service.as_deref().unwrap_or_default();
-                let selector = format!(
-                    "{}={service},{}=server",
-                    crate::plan::SERVICE_LABEL,
-                    kstack_render::kubernetes::COMPONENT_LABEL
-                );
+                let selector = format!("{NAME_LABEL}={service},{COMPONENT_LABEL}={SERVER}");
                 let writes = self.finish(step, outcome, &selector, 0).await?;
                 // An upgrade whose contract phase is still to run leaves the schema expanded.
                 let migration = self

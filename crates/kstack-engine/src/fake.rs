@@ -9,11 +9,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kstack_model::labels::NAME_LABEL;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
-use crate::plan::SERVICE_LABEL;
 
 /// How a service's workload and Jobs behave once applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,7 +291,7 @@ impl Cluster for FakeCluster {
             if i.ready.contains(r) {
                 return Ok(WaitOutcome::Met);
             }
-            let service = o["metadata"]["labels"][SERVICE_LABEL]
+            let service = o["metadata"]["labels"][NAME_LABEL]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
@@ -366,7 +366,7 @@ impl Cluster for FakeCluster {
             .map(|(s, _)| s.clone())
             .find(|s| {
                 matches(
-                    &json!({ SERVICE_LABEL: s }),
+                    &json!({ NAME_LABEL: s }),
                     selector.split(',').next().unwrap_or_default(),
                 )
             });

@@ -1,15 +1,15 @@
-//! The content of Secrets the engine generates ([`crate::plan::GENERATED_ANNOTATION`]): a
-//! Fernet key repository as `keystone-manage fernet_setup` makes one, a staged key `0` and a
-//! primary key `1`, each 32 random bytes from the operating system, URL-safe base64 (a Fernet
-//! key). The keys go straight into the create request; they are never logged, planned or
-//! recorded.
+//! The content of Secrets the engine generates
+//! ([`kstack_model::labels::GENERATED_ANNOTATION`]): a Fernet key repository as
+//! `keystone-manage fernet_setup` makes one, a staged key `0` and a primary key `1`, each 32
+//! random bytes from the operating system, URL-safe base64 (a Fernet key). The keys go
+//! straight into the create request; they are never logged, planned or recorded.
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use rand::RngCore;
 use rand::rngs::OsRng;
 use serde_json::{Value, json};
 
-use kstack_render::keys::ROTATED_AT_ANNOTATION;
+use kstack_model::labels::ROTATED_AT_ANNOTATION;
 
 /// A fresh Fernet key: URL-safe base64 of 32 random bytes.
 pub fn fernet_key() -> String {

@@ -23,20 +23,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use kstack_model::catalog::Phase;
+use kstack_model::labels::{
+    APPLIED_HASH_ANNOTATION, GENERATED_ANNOTATION, MANAGED_BY, NAME_LABEL, RELEASE_LABEL,
+    TASK_LABEL,
+};
 
 use crate::cluster::{Condition, ObjectRef};
-use crate::release::{Migration, RELEASE_LABEL, ReleaseHistory, ServiceState, collect_images};
-
-/// Annotation holding the hash of the manifest kstack applied; an object whose annotation
-/// matches the desired hash is left alone (no API write).
-pub const HASH_ANNOTATION: &str = "kstack.io/applied-hash";
-/// Label naming the bootstrap task a Job runs.
-pub const TASK_LABEL: &str = kstack_render::kubernetes::TASK_LABEL;
-pub use kstack_render::keys::GENERATED_ANNOTATION;
-/// Label every object kstack owns carries; prune never looks at anything else.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kstack");
-/// Label naming the catalog service of an object.
-pub const SERVICE_LABEL: &str = kstack_render::kubernetes::NAME_LABEL;
+use crate::release::{Migration, ReleaseHistory, ServiceState, collect_images};
 
 /// First 16 hex digits of the SHA-256 of `bytes`.
 pub fn hash(bytes: &[u8]) -> String {
@@ -44,12 +37,12 @@ pub fn hash(bytes: &[u8]) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The [`HASH_ANNOTATION`] of an object: the hash of its manifest, but of a Secret's manifest
-/// without its data. The hash lands where more people may read it than the Secret (the release
-/// record is a ConfigMap, `kstack plan -o json` prints it), and an unkeyed hash of a Secret's
-/// data would let them test guesses of a password offline. Leaving the data out loses nothing:
-/// a Secret's name carries the keyed hash of its content and Secrets are immutable, so other
-/// data is another Secret.
+/// The [`APPLIED_HASH_ANNOTATION`] of an object: the hash of its manifest, but of a Secret's
+/// manifest without its data. The hash lands where more people may read it than the Secret (the
+/// release record is a ConfigMap, `kstack plan -o json` prints it), and an unkeyed hash of a
+/// Secret's data would let them test guesses of a password offline. Leaving the data out loses
+/// nothing: a Secret's name carries the keyed hash of its content and Secrets are immutable, so
+/// other data is another Secret.
 fn applied_hash(object: &Object, manifest: &Value) -> String {
     if matches!(object, Object::Secret(_)) {
         let mut m = manifest.clone();
@@ -84,7 +77,7 @@ pub struct DesiredObject {
     pub role: Role,
     /// Hash of the rendered manifest (before the hash annotation is added).
     pub hash: String,
-    /// The manifest to apply, carrying [`HASH_ANNOTATION`].
+    /// The manifest to apply, carrying [`APPLIED_HASH_ANNOTATION`].
     pub manifest: Value,
 }
 
@@ -97,7 +90,10 @@ impl DesiredObject {
                 .entry("annotations")
                 .or_insert_with(|| Value::Object(Default::default()));
             if let Some(a) = annotations.as_object_mut() {
-                a.insert(HASH_ANNOTATION.to_owned(), Value::String(hash.clone()));
+                a.insert(
+                    APPLIED_HASH_ANNOTATION.to_owned(),
+                    Value::String(hash.clone()),
+                );
             }
         }
         let role = match object {
@@ -367,7 +363,7 @@ impl Observed {
     fn applied_hash(&self, r: &ObjectRef) -> Option<&str> {
         let o = self.objects.get(r)?;
         Some(
-            o["metadata"]["annotations"][HASH_ANNOTATION]
+            o["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]
                 .as_str()
                 .unwrap_or_default(),
         )
@@ -694,7 +690,7 @@ fn prune_candidates(
         if labels[MANAGED_BY.0] != MANAGED_BY.1 || !labels[RELEASE_LABEL].is_null() {
             continue;
         }
-        let Some(service) = labels[SERVICE_LABEL].as_str() else {
+        let Some(service) = labels[NAME_LABEL].as_str() else {
             continue;
         };
         if wanted.contains(r) {

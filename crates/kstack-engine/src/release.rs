@@ -12,17 +12,15 @@
 //!   did, when, how it ended). No Secret content is stored: Secrets are referenced by name only.
 use std::collections::{BTreeMap, BTreeSet};
 
+use kstack_model::labels::{
+    MANAGED_BY, PART_OF, PHASE_LABEL, RELEASE_LABEL, RELEASE_SERVICE_LABEL,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::cluster::ObjectRef;
-use crate::plan::{MANAGED_BY, Plan};
-use kstack_render::kubernetes::PHASE_LABEL;
+use crate::plan::Plan;
 
-/// Label marking release records; value `index` or `service`.
-pub const RELEASE_LABEL: &str = "kstack.io/release";
-/// Label naming the service of a service record.
-pub const RELEASE_SERVICE_LABEL: &str = "kstack.io/release-service";
 /// Name of the index ConfigMap.
 pub const INDEX_NAME: &str = "kstack-release";
 
@@ -367,7 +365,7 @@ impl ReleaseHistory {
 }
 
 fn labels(kind: &str, service: Option<&str>) -> Value {
-    let mut l = json!({ MANAGED_BY.0: MANAGED_BY.1, RELEASE_LABEL: kind, "app.kubernetes.io/part-of": "kstack" });
+    let mut l = json!({ MANAGED_BY.0: MANAGED_BY.1, RELEASE_LABEL: kind, PART_OF.0: PART_OF.1 });
     if let Some(s) = service {
         l[RELEASE_SERVICE_LABEL] = json!(s);
     }

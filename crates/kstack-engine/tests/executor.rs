@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kstack_engine::fake::{Behaviour, FakeCluster};
-use kstack_engine::plan::{MANAGED_BY, SERVICE_LABEL};
 use kstack_engine::{Cluster, Limits, ObjectRef, Options, ServiceState, StepKind};
 use kstack_model::globals::Globals;
+use kstack_model::labels::{MANAGED_BY, NAME_LABEL};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -255,7 +255,7 @@ async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start
             !fake
                 .objects()
                 .iter()
-                .any(|r| fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == dependent),
+                .any(|r| fake.object(r).unwrap()["metadata"]["labels"][NAME_LABEL] == dependent),
             "{dependent} has objects in the cluster"
         );
     }
@@ -389,13 +389,13 @@ async fn a_disabled_service_is_pruned_and_nothing_kstack_does_not_own() {
     // Someone else's object that happens to carry horizon's name label.
     fake.insert(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "not-ours", "namespace": "openstack", "labels": {SERVICE_LABEL: "horizon"}},
+        "metadata": {"name": "not-ours", "namespace": "openstack", "labels": {NAME_LABEL: "horizon"}},
     }));
     let horizon: Vec<ObjectRef> = fake
         .objects()
         .into_iter()
         .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][MANAGED_BY.0] == MANAGED_BY.1)
-        .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == "horizon")
+        .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][NAME_LABEL] == "horizon")
         .collect();
     assert!(horizon.iter().any(|r| r.kind == "Deployment"));
     let vars = json!({"enable_horizon": "no"}).as_object().unwrap().clone();
@@ -446,9 +446,7 @@ async fn a_disabled_service_keeps_its_claims() {
         fake.objects()
             .into_iter()
             .filter(|r| r.kind == kind)
-            .filter(|r| {
-                fake.object(r).unwrap()["metadata"]["labels"][SERVICE_LABEL] == "glance-api"
-            })
+            .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][NAME_LABEL] == "glance-api")
             .collect()
     };
     let claims = owned("PersistentVolumeClaim");
@@ -644,7 +642,7 @@ async fn a_statefulset_with_a_field_that_cannot_change_in_place_is_replaced_keep
     let mut old = fake.object(&r).unwrap();
     old["spec"]["podManagementPolicy"] = json!("OrderedReady");
     old["spec"]["serviceName"] = json!("mariadb");
-    old["metadata"]["annotations"][kstack_engine::plan::HASH_ANNOTATION] = json!("old");
+    old["metadata"]["annotations"][kstack_model::labels::APPLIED_HASH_ANNOTATION] = json!("old");
     fake.insert(old);
     let before = fake.log().len();
     let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;

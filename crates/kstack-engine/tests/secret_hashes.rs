@@ -59,7 +59,7 @@ fn a_secret_hash_leaves_out_its_data_and_a_config_map_hash_covers_it() {
         .unwrap();
     assert!(s.manifest["data"].is_object());
     assert_eq!(
-        s.manifest["metadata"]["annotations"][kstack_engine::plan::HASH_ANNOTATION],
+        s.manifest["metadata"]["annotations"][kstack_model::labels::APPLIED_HASH_ANNOTATION],
         s.hash.as_str()
     );
 }

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kstack_engine::release::{ReleaseHistory, ServiceState, WORKLOAD_KINDS};
 use kstack_engine::status::{replica_counts, rollout_complete};
 use kstack_inventory::cloud::{DeployStep, Generation, Health, Service, Snapshot};
+use kstack_model::labels::{MANAGED_BY, RELEASE_LABEL};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -330,17 +331,12 @@ impl KubeCloudStatus {
             problem: Some("reading the release records...".into()),
             ..Snapshot::default()
         });
-        let release = kstack_engine::release::RELEASE_LABEL;
-        let managed = format!(
-            "{}={}",
-            kstack_engine::plan::MANAGED_BY.0,
-            kstack_engine::plan::MANAGED_BY.1
-        );
+        let managed = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
         let streams = vec![
             changes(
                 Api::<ConfigMap>::namespaced(client.clone(), &ns),
                 "configmaps",
-                release,
+                RELEASE_LABEL,
             ),
             changes(
                 Api::<Deployment>::namespaced(client.clone(), &ns),

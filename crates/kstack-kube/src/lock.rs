@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kstack_model::labels::MANAGED_BY;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
@@ -200,13 +201,7 @@ async fn try_take(
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(LEASE_NAME.into()),
-                    labels: Some(
-                        [(
-                            "app.kubernetes.io/managed-by".to_owned(),
-                            "kstack".to_owned(),
-                        )]
-                        .into(),
-                    ),
+                    labels: Some([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())].into()),
                     ..Default::default()
                 },
                 spec: Some(LeaseSpec {

@@ -236,7 +236,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("keystone_admin_project", "admin"),
         ("config_strategy", "COPY_ALWAYS"),
         ("kubernetes_namespace", "openstack"),
-        ("kstack_role_label_prefix", "kstack.io/role-"),
+        ("kstack_role_label_prefix", crate::labels::ROLE_LABEL_PREFIX),
         ("nova_compute_virt_type", "kvm"),
         ("ovs_datapath", "system"),
         ("openstack_logging_debug", "False"),
@@ -1235,7 +1235,7 @@ impl Globals {
                                 continue;
                             }
                         };
-                        if key.starts_with("app.kubernetes.io/") {
+                        if key.starts_with(crate::labels::APP_PREFIX) {
                             t.issue(
                                 "kstack_pod_labels",
                                 Some(format!("{svc}.{key}")),

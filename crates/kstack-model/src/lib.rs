@@ -4,5 +4,6 @@ pub mod catalog;
 pub mod distro;
 pub mod globals;
 pub mod graph;
+pub mod labels;
 pub mod names;
 pub mod settings;

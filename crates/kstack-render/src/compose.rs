@@ -64,10 +64,14 @@ use std::collections::BTreeMap;
 use kstack_config::Config;
 use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind};
 use kstack_model::globals::Globals;
+use kstack_model::labels::{
+    BOOTSTRAP, COMPONENT_LABEL, CONFIG_HASH_LABEL, NAME_LABEL, PART_OF, SERVER, TASK_LABEL,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
-use crate::kubernetes::{COMPONENT_LABEL, KOLLA_CONFIG_DIR, NAME_LABEL};
+use crate::kolla::KOLLA_CONFIG_DIR;
+use crate::names::SecretNames;
 use crate::tasks::{self, FilesOf};
 
 /// The directory (below a service's config directory) of its containers' env files.
@@ -402,7 +406,7 @@ impl SingleNode<'_> {
         BTreeMap::from([
             (NAME_LABEL.to_owned(), service.to_owned()),
             (COMPONENT_LABEL.to_owned(), component.to_owned()),
-            ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
+            (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
         ])
     }
 }
@@ -452,7 +456,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
         .map(|cf| ((cf.service.clone(), cf.container.clone()), cf.files.clone()))
         .collect();
 
-    let names = crate::kubernetes::SecretNames::of(config)?;
+    let names = SecretNames::of(config)?;
     let mut out = Builder::default();
     for (name, service) in &config.catalog.services {
         if !config.enabled.contains(name) {
@@ -540,7 +544,7 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                     .filter(|_| c.stop_signal_to.is_main())
                     .map(|s| format!("SIG{s}")),
                 depends_on: waits.clone(),
-                labels: SingleNode::labels(name, "server"),
+                labels: SingleNode::labels(name, SERVER),
                 ..Default::default()
             };
             s.labels.insert(
@@ -578,8 +582,8 @@ pub fn render(config: &Config) -> Result<ComposeBundle, ComposeError> {
                 s.depends_on.extend(wait_for_service(service));
             }
             s.restart = SingleNode::RESTART_TASK.to_owned();
-            s.labels = SingleNode::labels(name, "bootstrap");
-            s.labels.insert("kstack.io/task".into(), t.name.clone());
+            s.labels = SingleNode::labels(name, BOOTSTRAP);
+            s.labels.insert(TASK_LABEL.into(), t.name.clone());
             out.config_dirs.extend(task_dirs);
             out.add(
                 task_service_name(name, &t.name),
@@ -762,13 +766,9 @@ fn task(
     Ok((s, dirs))
 }
 
-/// Label of a long-running container: the hash of the files it reads at start (its config
-/// directory and env file), so that a change to them recreates it, and only it.
-pub const CONFIG_HASH_LABEL: &str = "kstack.io/config-hash";
-
-/// The keyed hash (as the Secrets' names are, [`crate::kubernetes::SecretNames`]) of files,
+/// The keyed hash (as the Secrets' names are, [`SecretNames`]) of files,
 /// by name and content: it changes with any of them and says nothing about a password in one.
-fn config_hash(names: &crate::kubernetes::SecretNames, files: &[&RenderedFile]) -> String {
+fn config_hash(names: &SecretNames, files: &[&RenderedFile]) -> String {
     let mut sorted = files.to_vec();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut bytes = Vec::new();

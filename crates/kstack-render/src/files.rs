@@ -25,7 +25,8 @@ use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
 use crate::escape;
-use crate::kubernetes::KollaConfig;
+use crate::kolla::KollaConfig;
+use crate::names::peers_service;
 use crate::secrets::{SecretUse, Secrets};
 
 /// Where the rendered cloud runs. The target decides how one service reaches another.
@@ -40,19 +41,15 @@ pub enum Target {
 impl Target {
     /// The address clients use to reach `service`: with `replica`, one pod of a StatefulSet
     /// (`<sts>-<i>.<sts>-peers.<namespace>.svc`, through the headless Service that governs it,
-    /// [`crate::kubernetes::peers_service`]), else its Service (`<service>.<namespace>.svc`,
-    /// which has only ready pods behind it). On
-    /// Compose every service is on the node's own address, `kolla_internal_vip_address` or
-    /// `127.0.0.1`.
+    /// [`peers_service`]), else its Service (`<service>.<namespace>.svc`, which has only ready
+    /// pods behind it). On Compose every service is on the node's own address,
+    /// `kolla_internal_vip_address` or `127.0.0.1`.
     pub fn host(&self, globals: &Globals, service: &str, replica: Option<u32>) -> String {
         match self {
             Target::Kubernetes => {
                 let ns = &globals.kubernetes_namespace;
                 match replica {
-                    Some(i) => format!(
-                        "{service}-{i}.{}.{ns}.svc",
-                        crate::kubernetes::peers_service(service)
-                    ),
+                    Some(i) => format!("{service}-{i}.{}.{ns}.svc", peers_service(service)),
                     None => format!("{service}.{ns}.svc"),
                 }
             }
@@ -164,7 +161,7 @@ pub enum RenderError {
         task: String,
         key: String,
     },
-    /// passwords.yml has no key for the names of the Secrets ([`crate::kubernetes::SecretNames`]).
+    /// passwords.yml has no key for the names of the Secrets ([`crate::names::SecretNames`]).
     #[error(
         "passwords.yml has no value for `{key}`, the key that names the Secrets carrying passwords; run `kstack genpwd`"
     )]
@@ -205,11 +202,17 @@ pub enum RenderError {
     },
 }
 
-/// The embedded templates, by name (`<project>/<file>.j2`).
+/// How long a terminating Deployment pod that serves a port keeps running after it is marked
+/// for deletion (a `preStop` sleep), so kube-proxy stops sending it new connections before the
+/// service gets SIGTERM: a rolling update then drops no request. MariaDB's drain
+/// (`mariadb-drain.sh`) waits as long before it closes idle connections.
+pub const DRAIN_SECS: i64 = 5;
+
 /// How long MariaDB's drain closes idle client connections before the server stops (within
 /// the pod's 30 s grace period, after the drain sleep, leaving the server time to shut down).
 pub const MARIADB_DRAIN_CLOSE_SECS: u64 = 15;
 
+/// The embedded templates, by name (`<project>/<file>.j2`).
 const TEMPLATES: &[(&str, &str)] = &[
     (
         "common/macros.j2",
@@ -733,7 +736,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         .unwrap_or(1);
     set("rabbitmq_qos_prefetch_count", Value::from(prefetch));
     // MariaDB's drain before it stops: kube-proxy's delay, then closing idle connections.
-    set("drain_secs", Value::from(crate::kubernetes::DRAIN_SECS));
+    set("drain_secs", Value::from(DRAIN_SECS));
     set("drain_close_secs", Value::from(MARIADB_DRAIN_CLOSE_SECS));
     set("fernet_token_expiry", Value::from(g.fernet.token_expiry));
     set(
@@ -790,7 +793,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     let nodename = match target {
         Target::Kubernetes => format!(
             "rabbit@$(hostname -s).{}.{}.svc",
-            crate::kubernetes::peers_service("rabbitmq"),
+            peers_service("rabbitmq"),
             g.kubernetes_namespace
         ),
         Target::Compose => format!("rabbit@{}", target.host(g, "rabbitmq", Some(0))),

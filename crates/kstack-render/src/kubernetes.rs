@@ -29,12 +29,14 @@
 //!
 //! No secret is ever an env literal: passwords reach env only through `secretKeyRef`. The hash
 //! in a Secret's name is keyed ([`SecretNames`]), so the name tells nothing of what it holds.
+//!
+//! Two kinds of objects have a module of their own: [`keys`], a key repository's Secret and the
+//! CronJob that rotates its keys, and [`rbac`], the access kstack itself needs to deploy
+//! (`kstack template --rbac`).
 
 use std::collections::BTreeMap;
 
-use hmac::{Hmac, Mac};
 use kstack_config::Config;
-use kstack_config::passwords;
 use kstack_k8s::api::apps::v1::{
     DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
     RollingUpdateDeployment, StatefulSet, StatefulSetSpec,
@@ -57,28 +59,20 @@ use kstack_k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_k8s::k8s_openapi::ByteString;
 use kstack_model::catalog::{self, HealthTest, TaskTarget, VolumeKind, WorkloadKind};
-use kstack_model::distro::{Distro, UnknownFact};
 use kstack_model::globals::Globals;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
+use kstack_model::labels::{
+    BOOTSTRAP, COMPONENT_LABEL, HOSTNAME_LABEL, MANAGED_BY, NAME_LABEL, PART_OF, PHASE_LABEL,
+    SERVER, TASK_LABEL, VARIANT_LABEL,
+};
 
-use crate::files::{ContainerFiles, RenderError, RenderedFile, Target, render_files};
-use crate::keys;
+use crate::files::{ContainerFiles, DRAIN_SECS, RenderError, RenderedFile, Target, render_files};
+use crate::kolla::KOLLA_CONFIG_DIR;
+use crate::names::{SecretNames, peers_service, short_hash};
 use crate::tasks::{self, FilesOf};
 use crate::{Object, Rendered};
 
-/// How long a terminating Deployment pod that serves a port keeps running after it is marked
-/// for deletion (a `preStop` sleep), so kube-proxy stops sending it new connections before the
-/// service gets SIGTERM: a rolling update then drops no request.
-pub const DRAIN_SECS: i64 = 5;
-
-/// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
-pub const KOLLA_CONFIG_DIR: &str = "/var/lib/kolla/config_files";
-/// Label carrying the catalog service name; also the grouping key of [`Rendered::by_service`].
-pub const NAME_LABEL: &str = "app.kubernetes.io/name";
-/// Label separating long-running pods (`server`) from bootstrap Job pods (`bootstrap`), so a
-/// Service or workload selector never picks up a Job pod.
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+pub mod keys;
+pub mod rbac;
 
 /// Startup probe: wait up to `STARTUP_FAILURES * STARTUP_PERIOD` seconds (10 min) for the first
 /// success, because a first start may run migrations or wait for the database.
@@ -89,114 +83,11 @@ const STARTUP_FAILURES: i32 = 60;
 const LIVENESS_SLACK: i32 = 2;
 const JOB_BACKOFF_LIMIT: i32 = 6;
 
-/// Kolla's `config.json` for one container (kolla 2025.1 keys only).
-#[derive(Debug, Serialize)]
-pub struct KollaConfig {
-    pub command: String,
-    pub config_files: Vec<KollaConfigFile>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub permissions: Vec<catalog::Permission>,
-}
-
-/// One `config_files` entry of [`KollaConfig`].
-#[derive(Debug, Serialize)]
-pub struct KollaConfigFile {
-    pub source: String,
-    pub dest: String,
-    pub owner: String,
-    pub perm: String,
-}
-
-impl KollaConfig {
-    /// The `config.json` of a catalog container for the image distribution `distro`: sources
-    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded (the
-    /// target's `{bind_address}` to `bind_address`).
-    pub fn for_container(
-        c: &catalog::Container,
-        distro: &Distro,
-        bind_address: &str,
-    ) -> Result<KollaConfig, UnknownFact> {
-        let target = |name: &str| (name == "bind_address").then(|| bind_address.to_owned());
-        Ok(KollaConfig {
-            command: distro.expand_with(&c.command, &target)?,
-            config_files: c
-                .config_files
-                .iter()
-                .map(|f| {
-                    Ok(KollaConfigFile {
-                        source: format!("{KOLLA_CONFIG_DIR}/{}", f.template),
-                        dest: distro.expand_with(&f.dest, &target)?,
-                        owner: f.owner.clone(),
-                        perm: f.perm.clone(),
-                    })
-                })
-                .collect::<Result<_, UnknownFact>>()?,
-            permissions: c.permissions.clone(),
-        })
-    }
-
-    /// Pretty JSON with a trailing newline; field order is fixed by the struct.
-    pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("config.json serializes");
-        s.push('\n');
-        s
-    }
-}
-
-/// First 10 hex digits of the SHA-256 of `bytes`: the suffix of content-named objects that
-/// carry no secret (ConfigMaps, Jobs, per-host variants).
-pub fn short_hash(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))[..10].to_owned()
-}
-
-/// Names the Secrets: first 10 hex digits of the HMAC-SHA-256 of their content under
-/// passwords.yml's [`passwords::NAME_KEY`]. Anyone who may read pod specs sees a Secret's name;
-/// with an unkeyed hash, the name of an env Secret holding one password would confirm guesses
-/// of that password offline. With the key, the name is still fixed by the content (an
-/// unchanged Secret keeps its name, a changed one rolls its pods) but says nothing about it.
-#[derive(Clone)]
-pub struct SecretNames {
-    key: Vec<u8>,
-}
-
-impl SecretNames {
-    /// The namer of a config directory's Secrets; [`RenderError::MissingNameKey`] when
-    /// passwords.yml has no key.
-    pub fn of(config: &Config) -> Result<SecretNames, RenderError> {
-        let key = config
-            .passwords
-            .get(passwords::NAME_KEY)
-            .ok_or(RenderError::MissingNameKey {
-                key: passwords::NAME_KEY,
-            })?;
-        Ok(SecretNames {
-            key: key.as_bytes().to_vec(),
-        })
-    }
-
-    /// The hash suffix of a Secret holding `bytes`.
-    pub fn hash(&self, bytes: &[u8]) -> String {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
-        mac.update(bytes);
-        hex::encode(mac.finalize().into_bytes())[..10].to_owned()
-    }
-}
-
-impl std::fmt::Debug for SecretNames {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretNames(<key redacted>)")
-    }
-}
-
 pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
-        ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "kstack".to_owned(),
-        ),
+        (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+        (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
         (COMPONENT_LABEL.to_owned(), component.to_owned()),
     ])
 }
@@ -204,7 +95,7 @@ pub(crate) fn labels(service: &str, component: &str) -> BTreeMap<String, String>
 fn selector(service: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_owned(), service.to_owned()),
-        (COMPONENT_LABEL.to_owned(), "server".to_owned()),
+        (COMPONENT_LABEL.to_owned(), SERVER.to_owned()),
     ])
 }
 
@@ -222,11 +113,8 @@ fn namespace(globals: &Globals) -> Namespace {
         metadata: ObjectMeta {
             name: Some(globals.kubernetes_namespace.clone()),
             labels: Some(BTreeMap::from([
-                ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
-                (
-                    "app.kubernetes.io/managed-by".to_owned(),
-                    "kstack".to_owned(),
-                ),
+                (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+                (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
             ])),
             ..Default::default()
         },
@@ -435,13 +323,6 @@ fn protocol(p: catalog::Protocol) -> String {
     }
 }
 
-/// The headless Service that governs a StatefulSet: it gives each pod its stable DNS name
-/// (`<pod>.<service>-peers.<namespace>.svc`) and lists every port, ready or not, because
-/// clustered stores (Galera, RabbitMQ) must find their peers before they are ready.
-pub fn peers_service(service: &str) -> String {
-    format!("{service}-peers")
-}
-
 /// The Services of a catalog service: `<service>`, what clients use, with the ports the catalog
 /// exposes and only ready pods behind it; and for a StatefulSet its governing headless Service
 /// ([`peers_service`]).
@@ -464,7 +345,7 @@ fn service_objects(globals: &Globals, name: &str, service: &catalog::Service) ->
     let exposed = ports(false);
     if !exposed.is_empty() {
         out.push(Service {
-            metadata: meta(globals, name, labels(name, "server")),
+            metadata: meta(globals, name, labels(name, SERVER)),
             spec: Some(ServiceSpec {
                 selector: Some(selector(name)),
                 ports: Some(exposed),
@@ -494,7 +375,7 @@ fn service_objects(globals: &Globals, name: &str, service: &catalog::Service) ->
 /// (node drains, evictions): a Galera or RabbitMQ cluster of three keeps its quorum.
 fn disruption_budget(globals: &Globals, name: &str) -> PodDisruptionBudget {
     PodDisruptionBudget {
-        metadata: meta(globals, name, labels(name, "server")),
+        metadata: meta(globals, name, labels(name, SERVER)),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(label_selector(selector(name))),
@@ -562,18 +443,6 @@ fn spread(template: &mut PodTemplateSpec, name: &str) {
     }
 }
 
-/// Label naming the bootstrap task a Job runs (the catalog task name), so the deploy engine
-/// finds the Job of a task.
-pub const TASK_LABEL: &str = "kstack.io/task";
-/// Label naming the phase of a bootstrap task that does not run on every deploy (`install`,
-/// `expand`, `contract`; see [`kstack_model::catalog::Phase`]).
-pub const PHASE_LABEL: &str = "kstack.io/phase";
-/// Label telling a DaemonSet's pods from those of its per-host variants (`all`, or the hash of
-/// the host), so their selectors never overlap.
-pub const VARIANT_LABEL: &str = "kstack.io/variant";
-/// The node label a per-host variant is pinned by.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-
 /// Renders every enabled service of a loaded config directory, plus the namespace.
 pub fn render(config: &Config) -> Result<Rendered, RenderError> {
     let globals = &config.globals;
@@ -630,8 +499,8 @@ fn slug(name: &str) -> String {
 }
 
 /// Labels of a service's pods: the operator's `kstack_pod_labels` for the service, then
-/// kstack's own (globals validation rejects the `app.kubernetes.io/` prefix, so the operator's
-/// labels never override a selector).
+/// kstack's own (globals validation rejects keys under [`kstack_model::labels::APP_PREFIX`], so
+/// the operator's labels never override a selector).
 pub(crate) fn pod_labels(
     globals: &Globals,
     service: &str,
@@ -643,7 +512,7 @@ pub(crate) fn pod_labels(
 }
 
 fn task_labels(service: &str, task: &str) -> BTreeMap<String, String> {
-    let mut l = labels(service, "bootstrap");
+    let mut l = labels(service, BOOTSTRAP);
     l.insert(TASK_LABEL.to_owned(), task.to_owned());
     l
 }
@@ -916,7 +785,7 @@ impl Renderer<'_> {
                     spread(&mut template, name);
                 }
                 out.push(Object::Deployment(Deployment {
-                    metadata: meta(globals, name, labels(name, "server")),
+                    metadata: meta(globals, name, labels(name, SERVER)),
                     spec: Some(DeploymentSpec {
                         replicas: Some(replicas),
                         selector: label_selector(selector(name)),
@@ -956,7 +825,7 @@ impl Renderer<'_> {
                     })
                     .collect::<Vec<_>>();
                 out.push(Object::StatefulSet(StatefulSet {
-                    metadata: meta(globals, name, labels(name, "server")),
+                    metadata: meta(globals, name, labels(name, SERVER)),
                     spec: Some(StatefulSetSpec {
                         replicas: Some(replicas),
                         selector: label_selector(selector(name)),
@@ -1151,7 +1020,7 @@ impl Renderer<'_> {
             });
         }
         volumes.extend(data_vols);
-        let mut own = labels(name, "server");
+        let mut own = labels(name, SERVER);
         if let Some(v) = variant {
             own.insert(VARIANT_LABEL.to_owned(), v.to_owned());
         }
@@ -1332,7 +1201,7 @@ fn daemon_set(
     let mut sel = selector(service);
     sel.insert(VARIANT_LABEL.to_owned(), variant.to_owned());
     DaemonSet {
-        metadata: meta(globals, name, labels(service, "server")),
+        metadata: meta(globals, name, labels(service, SERVER)),
         spec: Some(DaemonSetSpec {
             selector: label_selector(sel),
             template,

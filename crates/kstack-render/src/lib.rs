@@ -1,8 +1,17 @@
 //! Templates to service config files; the model to typed Kubernetes objects and to a Compose file.
 //!
-//! Architecture invariant: rendering does no IO and needs no cluster. [`kubernetes::render`]
-//! turns the catalog and typed globals into a [`Rendered`] bundle; the same input always gives
-//! the same bytes from [`Rendered::to_yaml`] / [`Rendered::to_json`].
+//! Two layers. The shared layer renders what both targets have in common: each container's
+//! config files, with the addresses of a [`Target`] ([`files`]), Kolla's config directory and
+//! `config.json` ([`kolla`]), the bootstrap tasks ([`tasks`]), how a value is written in each
+//! format ([`escape`]), which values are secret, and how rendered things are named
+//! ([`names`]). Two leaves translate it, one per target: [`kubernetes`] into typed Kubernetes
+//! objects (a [`Rendered`] bundle of [`Object`]s, defined here for the engine), [`compose`]
+//! into a Compose file and config directories. No module of the shared layer names a leaf, and
+//! no leaf the other (`tests/layers.rs`).
+//!
+//! Architecture invariant: rendering does no IO and needs no cluster. The Kubernetes target's
+//! `render` turns the catalog and typed globals into a [`Rendered`] bundle; the same input
+//! always gives the same bytes from [`Rendered::to_yaml`] / [`Rendered::to_json`].
 
 use std::collections::BTreeMap;
 
@@ -19,9 +28,9 @@ use serde::Serialize;
 pub mod compose;
 pub mod escape;
 pub mod files;
-pub mod keys;
+pub mod kolla;
 pub mod kubernetes;
-pub mod rbac;
+pub mod names;
 mod secrets;
 pub mod tasks;
 
@@ -106,7 +115,7 @@ impl Object {
         self.metadata()
             .labels
             .as_ref()?
-            .get(kubernetes::NAME_LABEL)
+            .get(kstack_model::labels::NAME_LABEL)
             .map(String::as_str)
     }
 

@@ -22,7 +22,7 @@ use kstack_model::catalog::{self, BootstrapKind};
 
 use crate::escape;
 use crate::files::{ContainerFiles, RenderError, RenderedFile, Target};
-use crate::kubernetes::KOLLA_CONFIG_DIR;
+use crate::kolla::KOLLA_CONFIG_DIR;
 
 /// Where `kolla_set_configs` copies a task's generated files inside the container.
 pub const TASK_DIR: &str = "/etc/kstack";

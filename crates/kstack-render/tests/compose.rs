@@ -376,7 +376,7 @@ fn k8s_config_files(r: &Rendered, spec: &PodSpec, c: &Container) -> BTreeMap<Str
         .volume_mounts
         .iter()
         .flatten()
-        .find(|m| m.mount_path == kubernetes::KOLLA_CONFIG_DIR)
+        .find(|m| m.mount_path == kstack_render::kolla::KOLLA_CONFIG_DIR)
         .expect("config mount");
     let vol: &Volume = spec
         .volumes
@@ -493,7 +493,7 @@ fn address_on_one_node(config: &Config, text: &str) -> String {
         pairs.push((
             format!(
                 "$(hostname -s).{}.{}.svc",
-                kubernetes::peers_service(name),
+                kstack_render::names::peers_service(name),
                 g.kubernetes_namespace
             ),
             compose.clone(),
@@ -591,7 +591,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                     .metadata()
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(kubernetes::PHASE_LABEL).cloned());
+                    .and_then(|l| l.get(kstack_model::labels::PHASE_LABEL).cloned());
                 if matches!(phase.as_deref(), Some("expand" | "contract")) {
                     // Upgrade migrations: a Compose project is installed, never upgraded in
                     // place, so they have no one-shot service.
@@ -693,7 +693,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
                 let mount = s
                     .volumes
                     .iter()
-                    .find(|m| m.target == kubernetes::KOLLA_CONFIG_DIR)
+                    .find(|m| m.target == kstack_render::kolla::KOLLA_CONFIG_DIR)
                     .unwrap();
                 let path = mount.source.trim_start_matches("./config/");
                 let files: BTreeMap<String, String> = dirs[path]
@@ -795,7 +795,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
             }
             // Data volumes at the same paths; claims become named volumes, hostPaths binds.
             for m in c.volume_mounts.iter().flatten() {
-                if m.mount_path == kubernetes::KOLLA_CONFIG_DIR {
+                if m.mount_path == kstack_render::kolla::KOLLA_CONFIG_DIR {
                     continue;
                 }
                 let cm = s
@@ -858,7 +858,7 @@ fn every_service_enabled_for_kubernetes_is_in_the_compose_output_the_same_way() 
         .file
         .services
         .iter()
-        .filter(|(_, s)| s.labels[kubernetes::COMPONENT_LABEL] == "server")
+        .filter(|(_, s)| s.labels[kstack_model::labels::COMPONENT_LABEL] == "server")
         .map(|(n, _)| n.clone())
         .collect();
     assert_eq!(k8s_containers, compose_servers);

@@ -218,7 +218,7 @@ fn the_rotation_script_is_valid_python() {
             c.stdin
                 .take()
                 .unwrap()
-                .write_all(kstack_render::keys::ROTATE_SCRIPT.as_bytes())?;
+                .write_all(kstack_render::kubernetes::keys::ROTATE_SCRIPT.as_bytes())?;
             c.wait_with_output()
         })
     else {

@@ -212,7 +212,8 @@ fn replicated_services_get_a_disruption_budget_and_spread_over_nodes_single_ones
             .as_ref()
             .unwrap();
         assert_eq!(
-            sel.get(kubernetes::NAME_LABEL).map(String::as_str),
+            sel.get(kstack_model::labels::NAME_LABEL)
+                .map(String::as_str),
             Some(name)
         );
         let workload = r
@@ -237,7 +238,7 @@ fn replicated_services_get_a_disruption_budget_and_spread_over_nodes_single_ones
             sel.match_labels
                 .as_ref()
                 .unwrap()
-                .get(kubernetes::NAME_LABEL)
+                .get(kstack_model::labels::NAME_LABEL)
                 .map(String::as_str),
             Some(name)
         );

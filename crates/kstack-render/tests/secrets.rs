@@ -270,7 +270,7 @@ fn a_secret_name_is_a_keyed_hash_that_tells_nothing_of_the_content() {
     for (prefix, hash, content) in &secrets {
         assert_ne!(
             hash,
-            &kubernetes::short_hash(content),
+            &kstack_render::names::short_hash(content),
             "Secret {prefix}-{hash} is named by the unkeyed hash of its content"
         );
     }
@@ -287,7 +287,7 @@ fn a_secret_name_is_a_keyed_hash_that_tells_nothing_of_the_content() {
     let by_content = |names: &[(String, String, Vec<u8>)]| {
         names
             .iter()
-            .map(|(p, h, c)| ((p.clone(), kubernetes::short_hash(c)), h.clone()))
+            .map(|(p, h, c)| ((p.clone(), kstack_render::names::short_hash(c)), h.clone()))
             .collect::<std::collections::BTreeMap<_, _>>()
     };
     let (before, after) = (by_content(&secrets), by_content(&secret_names(&second)));

@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Context as _;
 use kstack_config::{Config, fs};
+use kstack_model::labels::{BOOTSTRAP, COMPONENT_LABEL};
 use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, HEADER};
 use kstack_verify::{Password, Redactor};
 
@@ -199,7 +200,7 @@ fn standing(c: &PsEntry) -> Standing {
     let one_shot = c
         .labels
         .split(',')
-        .any(|l| l == "app.kubernetes.io/component=bootstrap");
+        .any(|l| l.split_once('=') == Some((COMPONENT_LABEL, BOOTSTRAP)));
     match (one_shot, c.state.as_str()) {
         (true, "exited") if c.exit_code == 0 => Standing::Done,
         (true, "exited") => Standing::Failed(format!("exited with code {}", c.exit_code)),

@@ -474,7 +474,7 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
         .collect();
     for r in &c.plan.prune {
         let service = c.observed.objects.get(r).and_then(|o| {
-            o["metadata"]["labels"][kstack_engine::plan::SERVICE_LABEL]
+            o["metadata"]["labels"][kstack_model::labels::NAME_LABEL]
                 .as_str()
                 .map(str::to_owned)
         });
@@ -536,7 +536,7 @@ fn mode_lines(plan: &Plan) -> Vec<String> {
             .filter_map(|s| match &s.kind {
                 kstack_engine::StepKind::Job { task, .. }
                     if plan.objects[s.objects[0]].desired.manifest["metadata"]["labels"]
-                        [kubernetes::PHASE_LABEL]
+                        [kstack_model::labels::PHASE_LABEL]
                         == phase =>
                 {
                     Some(task.clone())

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use kstack_render::kubernetes::{COMPONENT_LABEL, NAME_LABEL};
+use kstack_model::labels::{BOOTSTRAP, COMPONENT_LABEL, NAME_LABEL, SERVER};
 use kstack_verify::{Password, Redactor};
 
 #[derive(Debug, clap::Args)]
@@ -80,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(Password::new),
     );
     let namespace = config.globals.kubernetes_namespace.clone();
-    let component = if args.jobs { "bootstrap" } else { "server" };
+    let component = if args.jobs { BOOTSTRAP } else { SERVER };
     let selector = format!(
         "{NAME_LABEL}={},{COMPONENT_LABEL}={component}",
         args.service

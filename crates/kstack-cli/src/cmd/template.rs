@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let rendered = if args.rbac {
-        Ok(kstack_render::rbac::deployer(&config.globals))
+        Ok(kubernetes::rbac::deployer(&config.globals))
     } else {
         kubernetes::render(&config)
     };

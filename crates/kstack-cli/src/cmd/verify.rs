@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use kstack_config::Config;
 use kstack_model::catalog::BootstrapKind;
+use kstack_model::labels::{COMPONENT_LABEL, NAME_LABEL, SERVER};
 use kstack_render::Target;
-use kstack_render::kubernetes::{COMPONENT_LABEL, NAME_LABEL};
 use kstack_verify::{Event, Outcome, Password, Redactor, Report, ServiceInfo, Settings, Step};
 use serde::Serialize;
 
@@ -546,7 +546,7 @@ async fn logs(
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for service in services {
-            let selector = format!("{NAME_LABEL}={service},{COMPONENT_LABEL}=server");
+            let selector = format!("{NAME_LABEL}={service},{COMPONENT_LABEL}={SERVER}");
             let logs = kstack_kube::pod_logs(&client, namespace, &selector, LOG_LINES)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -596,7 +596,7 @@ fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceL
             "--filter",
             &format!("label={NAME_LABEL}={service}"),
             "--filter",
-            &format!("label={COMPONENT_LABEL}=server"),
+            &format!("label={COMPONENT_LABEL}={SERVER}"),
             "--format",
             "{{.Names}}",
         ])?;

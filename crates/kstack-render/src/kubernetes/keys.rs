@@ -29,23 +29,17 @@ use kstack_k8s::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject}
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstack_model::catalog::{self, VolumeKind};
 use kstack_model::globals::{FernetTiming, Globals};
+use kstack_model::labels::{FERNET_KEYS, GENERATED_ANNOTATION};
 
+use super::{labels, meta, pod_labels, short_hash};
 use crate::Object;
-use crate::kubernetes::{labels, meta, pod_labels, short_hash};
 
-/// Annotation on a Secret that kstack creates once with generated content (a key repository:
-/// value [`FERNET_KEYS`]), and then never changes, prunes or restores.
-pub const GENERATED_ANNOTATION: &str = "kstack.io/generated";
-/// [`GENERATED_ANNOTATION`]'s value for a Fernet key repository (keys `0` and `1`).
-pub const FERNET_KEYS: &str = "fernet-keys";
-/// When the keys of a repository were last made or rotated (UTC, `%Y-%m-%dT%H:%M:%SZ`).
-pub const ROTATED_AT_ANNOTATION: &str = "kstack.io/rotated-at";
 /// Mode of a key repository's files: read by the owner and the pod's `fsGroup` (the service's
 /// group), by nobody else.
 pub const KEY_MODE: i32 = 0o440;
 
 /// The rotation script, run with the image's Python (keystone-manage's venv).
-pub const ROTATE_SCRIPT: &str = include_str!("../templates/keystone/fernet-rotate.py");
+pub const ROTATE_SCRIPT: &str = include_str!("../../templates/keystone/fernet-rotate.py");
 const SCRIPT_DIR: &str = "/usr/local/lib/kstack";
 const CREDENTIALS_DIR: &str = "/var/run/secrets/kstack";
 /// How long the rotation job's API token lives (the job takes seconds).

@@ -15,6 +15,7 @@ use kstack_k8s::api::rbac::v1::{
 };
 use kstack_k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kstack_model::globals::Globals;
+use kstack_model::labels::{COMPONENT_LABEL, PART_OF};
 
 use crate::{Object, Rendered};
 
@@ -36,11 +37,8 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
 
 fn labels() -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("app.kubernetes.io/part-of".to_owned(), "kstack".to_owned()),
-        (
-            "app.kubernetes.io/component".to_owned(),
-            "deployer".to_owned(),
-        ),
+        (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+        (COMPONENT_LABEL.to_owned(), "deployer".to_owned()),
     ])
 }
 
