@@ -74,10 +74,10 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
     // Install-only tasks do not run on existing data.
     assert!(applied(&log, "apply Job/keystone-db-sync-").is_empty());
     assert!(applied(&log, "apply Job/mariadb-bootstrap-").is_empty());
-    // nova's cell steps are safe to repeat (map_cell0, create_cell or update_cell, db sync):
-    // they run again with the new images, before the new nova-api pods.
+    // nova's cell steps are safe to repeat (api_db sync, map_cell0, create_cell or
+    // update_cell, db sync): they run again with the new images, before the new nova-api pods.
     assert!(
-        first(&log, "ready Job/nova-api-db-sync-") < first(&log, "apply Deployment/nova-api"),
+        first(&log, "ready Job/nova-api-cells-") < first(&log, "apply Deployment/nova-api"),
         "nova-api's databases are migrated before its new pods"
     );
     // Expand (and glance's migrate) before the new pods, contract after every service.

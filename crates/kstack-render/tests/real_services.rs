@@ -337,62 +337,53 @@ fn install_order(config: &Config, services: &[&str]) -> Vec<(String, String, tas
 }
 
 #[test]
-fn nova_maps_cell0_then_migrates_it_before_the_conductor_bootstrap() {
+fn nova_maps_cell0_then_migrates_it_and_the_conductor_has_nothing_left_to_install() {
     let config = config(Globals::default());
     let order = install_order(&config, &["nova-api", "nova-conductor"]);
     let lines: Vec<String> = order
         .iter()
         .map(|(s, t, spec)| format!("{s}/{t}: {}", runs(spec)))
         .collect();
-    let at = |what: &dyn Fn(&str) -> bool, label: &str| {
-        lines
-            .iter()
-            .position(|l| what(l))
-            .unwrap_or_else(|| panic!("no task {label}:\n{}", lines.join("\n")))
-    };
-    // (Kolla's nova-api KOLLA_UPGRADE branch runs api_db sync and db sync --local_cell.)
-    let api_db = at(
-        &|l| {
-            l.contains("nova-manage api_db sync")
-                || l.contains("KOLLA_UPGRADE (quay.io/openstack.kolla/nova-api:")
-        },
-        "api_db sync",
-    );
-    let map_cell0 = at(
-        &|l| l.contains("nova-manage cell_v2 map_cell0"),
-        "map_cell0",
-    );
-    let create_cell = at(
-        &|l| l.contains("nova-manage cell_v2 create_cell"),
-        "create_cell",
-    );
-    // A plain `db sync` migrates the local cell and cell0 (once mapped); `--local_cell` only
-    // the local cell, which is what left cell0 empty.
-    let full_sync = at(
-        &|l| {
-            l.split("&&")
-                .chain(l.split(';'))
-                .any(|c| c.contains("nova-manage db sync") && !c.contains("--local_cell"))
-        },
-        "full db sync",
-    );
-    // The conductor's Kolla bootstrap runs `db online_data_migrations` across every cell,
-    // cell0 included: it fails (exit 2) on an unmigrated cell0.
-    let conductor = at(
-        &|l| l.starts_with("nova-conductor/") && l.contains("KOLLA_BOOTSTRAP"),
-        "conductor bootstrap",
-    );
     let text = lines.join("\n");
-    assert!(api_db < map_cell0, "{text}");
-    assert!(map_cell0 < full_sync, "{text}");
-    assert!(create_cell < full_sync, "{text}");
-    assert!(full_sync < conductor, "{text}");
+    let cells_at = order
+        .iter()
+        .position(|(s, t, _)| s == "nova-api" && t == "cells")
+        .unwrap_or_else(|| panic!("no nova-api/cells task:\n{text}"));
+    let (_, _, cells) = &order[cells_at];
+    let script = runs(cells);
+    // In one pod, in this order: the API database, cell0's mapping, cell1 (created or brought
+    // up to date), then a plain `db sync`, which migrates the local cell and cell0 (now
+    // mapped); `--local_cell` would migrate only the local cell and leave cell0 empty.
+    let at = |what: &str| {
+        script
+            .find(what)
+            .unwrap_or_else(|| panic!("`{what}` not in the cells task: {script}"))
+    };
+    let copy = at("sudo -E kolla_set_configs");
+    let api_db = at("nova-manage api_db sync");
+    let map_cell0 = at("nova-manage cell_v2 map_cell0");
+    let list = at("nova-manage cell_v2 list_cells");
+    let create_cell = at("nova-manage cell_v2 create_cell --name cell1");
+    let full_sync = at("exec nova-manage db sync");
+    assert!(!script.contains("--local_cell"), "{script}");
+    assert!(copy < api_db && api_db < map_cell0, "{script}");
+    assert!(map_cell0 < list && list < create_cell, "{script}");
+    assert!(create_cell < full_sync, "{script}");
+    // The script stops at the first failing step.
+    assert!(script.contains("set -o errexit -o pipefail"), "{script}");
+    // The conductor's image bootstrap (db sync --local_cell, online data migrations) would
+    // repeat what `cells` did: the conductor has no install task.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("nova-conductor/") && l.contains("KOLLA_BOOTSTRAP")),
+        "{text}"
+    );
 
     // map_cell0 without --database_connection derives cell0's URL from [database] connection
     // (`<db>` → `<db>_cell0`): the config it runs with must point at `nova`, whose `_cell0`
     // database db-create makes and grants to the same user.
-    let (_, _, map) = &order[map_cell0];
-    let nova_conf = &map
+    let nova_conf = &cells
         .files
         .iter()
         .find(|f| f.name == "nova.conf")
@@ -427,25 +418,19 @@ fn nova_maps_cell0_then_migrates_it_before_the_conductor_bootstrap() {
     );
 
     // Re-runs on an existing cloud: every step either is idempotent in nova-manage or checks
-    // first; none is left to the first install only.
-    for (s, t, _) in &order[api_db..=full_sync] {
-        let task = config.catalog.services[s]
-            .bootstrap
-            .iter()
-            .find(|x| &x.name == t)
-            .unwrap();
-        assert_eq!(
-            task.phase,
-            Phase::Always,
-            "{s}/{t}: runs again on every change"
-        );
-    }
-    let (_, _, cc) = &order[create_cell];
-    assert!(
-        runs(cc).contains("list_cells"),
-        "create_cell fails on an existing cell: {}",
-        runs(cc)
+    // first (an existing cell1 is updated, not created again); none is left to the first
+    // install only.
+    let task = config.catalog.services["nova-api"]
+        .bootstrap
+        .iter()
+        .find(|x| x.name == "cells")
+        .unwrap();
+    assert_eq!(
+        task.phase,
+        Phase::Always,
+        "cells runs again on every change"
     );
+    assert!(script.contains("update_cell --cell_uuid"), "{script}");
 }
 
 // ---- What differs per distribution ------------------------------------------------------------
