@@ -88,38 +88,62 @@ pub fn container_of(file: &str) -> Option<&str> {
     parts.next()
 }
 
+/// oslo.log's prefix of a line, the same on every line of one record (a message and its
+/// traceback): `<date> <time> <pid> <LEVEL> <logger>`.
+static OSLO_RECORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \d+ (?:ERROR|CRITICAL) [A-Za-z_][\w.]*")
+        .expect("valid")
+});
+
 /// What a scan found.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// Error lines no entry allows, by container and the line with its numbers and ids
-    /// blanked: how many, and one of them as logged.
+    /// Error records no entry allows, by container and their first line with its numbers and
+    /// ids blanked: how many, and one of them as logged.
     pub unexpected: BTreeMap<(String, String), (usize, String)>,
-    /// Error lines each entry allowed, in the list's order.
+    /// Error records each entry allowed, in the list's order.
     pub allowed: Vec<usize>,
     /// Error lines in all.
     pub errors: usize,
 }
 
 impl Scan {
-    /// Scans `(container, line)` pairs.
+    /// Scans `(container, line)` pairs. The lines of one oslo.log record (a message and the
+    /// traceback under it, each line with the same prefix) are one record, which an entry
+    /// allows when it matches any of its lines.
     pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
         let mut scan = Scan {
             allowed: vec![0; allow.len()],
             ..Scan::default()
         };
+        // Records in the order their first line came, each with its lines.
+        let mut records: Vec<(&str, Vec<&str>)> = Vec::new();
+        let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         for (container, line) in lines {
             if !is_error(line) {
                 continue;
             }
             scan.errors += 1;
-            match allow
-                .iter()
-                .position(|a| a.container.is_match(container) && a.matches.is_match(line))
-            {
+            match OSLO_RECORD.find(line) {
+                Some(prefix) => {
+                    let at = *open.entry((container, prefix.as_str())).or_insert_with(|| {
+                        records.push((container, Vec::new()));
+                        records.len() - 1
+                    });
+                    records[at].1.push(line);
+                }
+                None => records.push((container, vec![line])),
+            }
+        }
+        for (container, lines) in records {
+            match allow.iter().position(|a| {
+                a.container.is_match(container) && lines.iter().any(|l| a.matches.is_match(l))
+            }) {
                 Some(i) => scan.allowed[i] += 1,
                 None => {
-                    let key = VARIABLE.replace_all(line, "#").into_owned();
-                    let shown: String = line.chars().take(400).collect();
+                    let first = lines[0];
+                    let key = VARIABLE.replace_all(first, "#").into_owned();
+                    let shown: String = lines.join("\n").chars().take(1500).collect();
                     scan.unexpected
                         .entry((container.to_owned(), key))
                         .or_insert((0, shown))
@@ -130,13 +154,13 @@ impl Scan {
         scan
     }
 
-    /// The unexpected lines, one per kind, for a failure message.
+    /// The unexpected records, one per kind, for a failure message.
     pub fn report(&self) -> String {
         self.unexpected
             .iter()
-            .map(|((container, _), (n, line))| format!("{container} ({n}x): {line}"))
+            .map(|((container, _), (n, record))| format!("{container} ({n}x):\n{record}"))
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n\n")
     }
 }
 
