@@ -1,4 +1,4 @@
-//! The inventory's [`kstack_inventory::CloudStatus`] for a cloud on Kubernetes: watches of the
+//! The inventory's [`kstack_ports::CloudStatus`] for a cloud on Kubernetes: watches of the
 //! release records (`kstack-release`, `kstack-release-<service>-<generation>` ConfigMaps, read
 //! by the engine's [`ReleaseHistory`]) and of kstack's workloads in the cloud's namespace keep
 //! a current snapshot; each change that alters it is announced to the status page.
@@ -17,8 +17,8 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kstack_engine::release::{ReleaseHistory, ServiceState, WORKLOAD_KINDS};
 use kstack_engine::status::{replica_counts, rollout_complete};
-use kstack_inventory::cloud::{DeployStep, Generation, Health, Service, Snapshot};
 use kstack_model::labels::{MANAGED_BY, RELEASE_LABEL};
+use kstack_ports::cloud::{DeployStep, Generation, Health, Service, Snapshot};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -381,7 +381,7 @@ impl KubeCloudStatus {
 }
 
 #[async_trait::async_trait]
-impl kstack_inventory::CloudStatus for KubeCloudStatus {
+impl kstack_ports::CloudStatus for KubeCloudStatus {
     async fn snapshot(&self) -> Snapshot {
         self.current.borrow().clone()
     }
