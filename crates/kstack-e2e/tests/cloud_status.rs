@@ -20,8 +20,9 @@ use kstack_engine::release::{
     DeployStep, IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, StepOutcome,
     index_config_map, record_config_map,
 };
-use kstack_inventory::cloud::{Health, Snapshot};
-use kstack_inventory::{CloudStatus, RecordingSync, Role, ServeConfig, Tokens};
+use kstack_inventory::{Role, ServeConfig, Tokens};
+use kstack_ports::cloud::{Health, Snapshot};
+use kstack_ports::{CloudStatus, RecordingSync};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -208,7 +209,7 @@ fn gauge(m: &BTreeMap<String, f64>, name: &str, service: &str) -> Option<f64> {
     m.get(&format!("{name}{{service=\"{service}\"}}")).copied()
 }
 
-fn service<'a>(s: &'a Snapshot, name: &str) -> Option<&'a kstack_inventory::cloud::Service> {
+fn service<'a>(s: &'a Snapshot, name: &str) -> Option<&'a kstack_ports::cloud::Service> {
     s.services.iter().find(|x| x.name == name)
 }
 

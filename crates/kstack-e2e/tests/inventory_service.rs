@@ -71,7 +71,7 @@ impl Service {
             audit_interval: audit,
             sync: Arc::new(kstack_kube::nodes::Nodes::new(client.clone())),
             joins,
-            cloud: Arc::new(kstack_inventory::NoCloudStatus),
+            cloud: Arc::new(kstack_ports::NoCloudStatus),
             max_connections: None,
         };
         tasks.push(tokio::spawn(async move {

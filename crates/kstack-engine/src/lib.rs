@@ -1,7 +1,8 @@
 //! The deploy engine: a planner (desired objects and the catalog's dependency graph against
 //! what the cluster holds → a graph of steps) and an executor that runs those steps over a
 //! [`Cluster`] trait, in parallel as far as the graph allows, each gated on real health; and
-//! the release record (generations, history) kept in the cluster.
+//! the release record (generations, history) kept in the cluster; and [`cloud::snapshot`], the
+//! cloud's health as the inventory's status page shows it, judged from those records.
 //!
 //! Architecture invariant: this crate does no IO of its own. Everything it learns about a
 //! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory by
@@ -10,6 +11,7 @@
 //! ```text
 //! observe(cluster) ──► Observed ──► plan(rendered, catalog, observed) ──► Plan ──► deploy(cluster, plan)
 //! ```
+pub mod cloud;
 pub mod cluster;
 pub mod execute;
 pub mod fake;

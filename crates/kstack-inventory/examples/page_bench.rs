@@ -19,12 +19,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstack_inventory::cloud::{
-    FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
-};
 use kstack_inventory::model::{Administrative, HostCreate, Personality};
 use kstack_inventory::page::{View, render_page};
 use kstack_inventory::{NoNodeSync, Role, Tokens, router};
+use kstack_ports::cloud::{
+    FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
+};
 
 const READER: &str = "bench-reader-0123456789abcdef0123456789";
 

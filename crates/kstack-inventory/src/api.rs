@@ -16,6 +16,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use kstack_ports::NodeSync;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use utoipa::OpenApi;
@@ -24,7 +25,6 @@ use crate::error::{Error, ErrorBody};
 use crate::keystone::{Keystone, Verdict};
 use crate::model::{Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList};
 use crate::store::{HostRow, Store};
-use crate::sync::NodeSync;
 use crate::tokens::Tokens;
 use crate::validate;
 
@@ -51,8 +51,8 @@ pub struct AppState {
     pub keystone: Option<Arc<Keystone>>,
     /// What `GET /metrics` shows ([`crate::metrics`]).
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// The deployed cloud, for the status page ([`crate::cloud`]).
-    pub cloud: Arc<dyn crate::cloud::CloudStatus>,
+    /// The deployed cloud, for the status page ([`kstack_ports::cloud`]).
+    pub cloud: Arc<dyn kstack_ports::CloudStatus>,
     /// One message after each committed change of a host (the status page listens).
     pub host_changes: tokio::sync::broadcast::Sender<()>,
     /// Whether the status page's cookie gets `Secure` (the browser reaches the service
@@ -70,7 +70,7 @@ impl AppState {
     }
 
     /// The same state, showing `cloud` on the status page.
-    pub fn with_cloud(self, cloud: Arc<dyn crate::cloud::CloudStatus>) -> AppState {
+    pub fn with_cloud(self, cloud: Arc<dyn kstack_ports::CloudStatus>) -> AppState {
         AppState { cloud, ..self }
     }
 

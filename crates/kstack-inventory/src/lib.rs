@@ -8,14 +8,14 @@
 //! one transaction per write), [`api`] (HTTP, auth, OpenAPI), [`tokens`] (the tokens file,
 //! constant-time lookup), [`keystone`] (tokens the cloud's Keystone issued), [`metrics`] (Prometheus), [`tls`] (HTTPS,
 //! certificate reload), [`conn`] (time and count bounds on client connections),
-//! [`sync`] (the `NodeSync` trait the Kubernetes crate implements); this file pushes hosts to their nodes and records the
-//! outcome on each host.
+//! [`sync`] and [`cloud`] (the `NodeSync` and `CloudStatus` traits the Kubernetes crate
+//! implements, defined in `kstack-ports` and re-exported here); this file pushes hosts to their
+//! nodes and records the outcome on each host.
 //! Architecture invariant: this crate never talks to Kubernetes itself.
 
 pub mod api;
 #[cfg(feature = "testing")]
 pub mod browser;
-pub mod cloud;
 pub mod conn;
 pub mod error;
 pub mod keystone;
@@ -23,7 +23,6 @@ pub mod metrics;
 pub mod model;
 pub mod page;
 pub mod store;
-pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
@@ -36,11 +35,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{ApiDoc, AppState, Role, router};
-pub use cloud::{CloudStatus, FakeCloudStatus, NoCloudStatus};
 pub use error::{Error, ErrorBody};
 pub use keystone::{Keystone, KeystoneAuth};
+pub use kstack_ports::{
+    CloudStatus, FakeCloudStatus, NoCloudStatus, NoNodeSync, NodeSync, RecordingSync, SyncCall,
+    SyncError, cloud, sync,
+};
 pub use store::{Store, SyncOutcome};
-pub use sync::{NoNodeSync, NodeSync, RecordingSync, SyncCall, SyncError};
 pub use tls::TlsConfig;
 pub use tokens::Tokens;
 

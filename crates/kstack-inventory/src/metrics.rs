@@ -9,7 +9,7 @@
 //! - `kstack_inventory_hosts{sync_state}`: hosts by sync state, and
 //!   `kstack_inventory_host_sync_state{hostname, sync_state}` (1 for each host's current state),
 //!   both read from the database when scraped;
-//! - from the cloud's release records and workloads ([`crate::cloud::CloudStatus`], read when
+//! - from the cloud's release records and workloads ([`kstack_ports::CloudStatus`], read when
 //!   scraped): `kstack_service_health{service, state}` (one series per state of
 //!   [`Health`], 1 for the current one), `kstack_service_generation{service}`,
 //!   `kstack_service_ready_replicas{service}`, `kstack_service_desired_replicas{service}`,
@@ -21,6 +21,7 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use kstack_ports::cloud::{Health, Snapshot};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -29,7 +30,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::AppState;
-use crate::cloud::{Health, Snapshot};
 use crate::error::Error;
 use crate::model::SyncState;
 

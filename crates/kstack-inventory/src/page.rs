@@ -1,4 +1,4 @@
-//! The status page: hosts from the store, the cloud from [`crate::cloud::CloudStatus`],
+//! The status page: hosts from the store, the cloud from [`kstack_ports::CloudStatus`],
 //! server-rendered HTML plus one small embedded script that listens to `/status/events`
 //! (Server-Sent Events, one `change` event per host or cloud change) and then fetches
 //! `/status/live`, the same server-rendered fragment, to replace the live part of the page.
@@ -22,10 +22,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use kstack_ports::cloud::{Health, Snapshot, broadcast_changes};
 use serde::Deserialize;
 
 use crate::api::{AppState, Role};
-use crate::cloud::{Health, Snapshot, broadcast_changes};
 use crate::error::Error;
 use crate::store::HostRow;
 
@@ -418,7 +418,7 @@ fn render_cloud(b: &mut String, cloud: &Snapshot) {
 
 /// The steps of the deploy that wrote the service's newest generation: a folded table of
 /// step, action, start (UTC, the full time on hover), duration and outcome.
-fn render_last_deploy(b: &mut String, s: &crate::cloud::Service) {
+fn render_last_deploy(b: &mut String, s: &kstack_ports::cloud::Service) {
     if s.last_deploy.is_empty() {
         return;
     }
@@ -499,7 +499,7 @@ fn render_graph(b: &mut String, cloud: &Snapshot) {
     const GAP_X: usize = 50;
     const GAP_Y: usize = 12;
     let levels = cloud.levels();
-    let mut columns: Vec<Vec<&crate::cloud::Service>> = Vec::new();
+    let mut columns: Vec<Vec<&kstack_ports::cloud::Service>> = Vec::new();
     for s in &cloud.services {
         let l = levels.get(s.name.as_str()).copied().unwrap_or(0);
         if columns.len() <= l {

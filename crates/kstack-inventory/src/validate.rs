@@ -2,6 +2,10 @@
 //! rule for role labels.
 //!
 //! Pure functions, no IO: every reason returned here ends up verbatim in a 4xx response.
+//! Which prefixes Kubernetes reserves is part of the `NodeSync` contract, so that rule lives
+//! with the trait in `kstack_ports::sync` and is re-exported here.
+
+pub use kstack_ports::sync::{ADMIN_DOMAIN, RESERVED_DOMAINS, is_reserved_label_key};
 
 /// Prefix of label keys that move OpenStack roles between hosts.
 pub const ROLE_PREFIX: &str = "kstack.io/role-";
@@ -19,18 +23,6 @@ pub fn is_role_label(key: &str) -> bool {
     ROLE_LABELS.contains(&name)
 }
 
-/// Label key prefixes (DNS domains) that Kubernetes reserves for its own components, as the
-/// kubelet and the NodeRestriction admission plugin define them: a key whose prefix is one of
-/// these domains or a subdomain of one (`kubernetes.io/hostname`, `node.kubernetes.io/...`,
-/// `node-role.kubernetes.io/...`, `topology.kubernetes.io/...`, `k8s.io/...`) is theirs.
-pub const RESERVED_DOMAINS: [&str; 2] = ["kubernetes.io", "k8s.io"];
-
-/// The one part of [`RESERVED_DOMAINS`] Kubernetes hands to administrators: NodeRestriction
-/// forbids kubelets to set `node-restriction.kubernetes.io/` labels (and its subdomains) so
-/// that an administrator can use them to steer workloads to trusted nodes. The inventory is
-/// such an administrator, so these keys are accepted.
-pub const ADMIN_DOMAIN: &str = "node-restriction.kubernetes.io";
-
 /// Most labels one host may carry in the inventory.
 pub const MAX_LABELS_PER_HOST: usize = 100;
 
@@ -39,26 +31,6 @@ pub const MAX_LABELS_PER_HOST: usize = 100;
 /// [`MAX_LABELS_PER_HOST`] both matter. Together they keep the inventory's share of a Node
 /// object far below etcd's request limit (1.5 MiB by default), whatever else is on the Node.
 pub const MAX_LABEL_BYTES_PER_HOST: usize = 16 * 1024;
-
-fn in_domain(prefix: &str, domain: &str) -> bool {
-    prefix == domain
-        || prefix
-            .strip_suffix(domain)
-            .is_some_and(|rest| rest.ends_with('.'))
-}
-
-/// True when `key`'s prefix belongs to Kubernetes ([`RESERVED_DOMAINS`], except
-/// [`ADMIN_DOMAIN`]): the inventory must neither set nor remove such a label, because the
-/// kubelet or another Kubernetes component owns it.
-pub fn is_reserved_label_key(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else {
-        return false;
-    };
-    // Label key prefixes are lowercase DNS subdomains; compare rows stored before the syntax
-    // check existed case-insensitively too.
-    let prefix = prefix.to_ascii_lowercase();
-    RESERVED_DOMAINS.iter().any(|d| in_domain(&prefix, d)) && !in_domain(&prefix, ADMIN_DOMAIN)
-}
 
 /// Checks that a host with `count` labels of `bytes` bytes (keys plus values) stays within
 /// [`MAX_LABELS_PER_HOST`] and [`MAX_LABEL_BYTES_PER_HOST`].
@@ -189,31 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn reserved_prefixes_are_kubernetes_own() {
-        for key in [
-            "kubernetes.io/hostname",
-            "k8s.io/x",
-            "node.kubernetes.io/exclude-from-external-load-balancers",
-            "node-role.kubernetes.io/control-plane",
-            "topology.kubernetes.io/zone",
-            "beta.kubernetes.io/arch",
-            "a.b.k8s.io/x",
-            "Kubernetes.IO/hostname",
-        ] {
-            assert!(is_reserved_label_key(key), "{key}");
-        }
-        for key in [
-            "hostname",
-            "example.com/kubernetes.io",
-            "notkubernetes.io/x",
-            "x-k8s.io/x",
-            "kubernetes.io.example.com/x",
-            "node-restriction.kubernetes.io/trusted",
-            "team.node-restriction.kubernetes.io/x",
-            "kstack.io/role-nova",
-        ] {
-            assert!(!is_reserved_label_key(key), "{key}");
-        }
+    fn reserved_prefixes_are_refused() {
         let err = check_label_key("kubernetes.io/hostname").unwrap_err();
         assert!(err.contains("reserves"), "{err}");
         let err = check_label_key("node-role.kubernetes.io/worker").unwrap_err();

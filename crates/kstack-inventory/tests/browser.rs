@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstack_inventory::cloud::{
+use kstack_inventory::{RecordingSync, Role, Tokens, router};
+use kstack_ports::cloud::{
     FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
 };
-use kstack_inventory::{RecordingSync, Role, Tokens, router};
 
 const ADMIN: &str = "admin-token-0123456789abcdef0123456789";
 const READER: &str = "reader-token-0123456789abcdef0123456789";

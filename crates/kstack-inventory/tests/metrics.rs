@@ -9,8 +9,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kstack_inventory::cloud::{CloudStatus, FakeCloudStatus, Health, Service, Snapshot};
 use kstack_inventory::{RecordingSync, Role, Tokens, router};
+use kstack_ports::cloud::{CloudStatus, FakeCloudStatus, Health, Service, Snapshot};
 use serde_json::json;
 use tower::ServiceExt;
 

@@ -11,10 +11,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::StreamExt;
-use kstack_inventory::cloud::{
+use kstack_inventory::{RecordingSync, Role, Tokens, router};
+use kstack_ports::cloud::{
     FakeCloudStatus, Generation, Health, Service, Snapshot, sample_deploy_steps,
 };
-use kstack_inventory::{RecordingSync, Role, Tokens, router};
 use serde_json::json;
 use tower::ServiceExt;
 

@@ -142,14 +142,14 @@ impl Nodes {
 
 /// The merge patch that sets `labels` and removes each key of `managed` that `labels` lacks;
 /// `None` when there is nothing to change. A key under a prefix Kubernetes reserves
-/// (`kubernetes.io/hostname` and the like, [`kstack_inventory::validate::is_reserved_label_key`])
+/// (`kubernetes.io/hostname` and the like, [`kstack_ports::sync::is_reserved_label_key`])
 /// is never in it, whatever the caller passes: the kubelet and other components own those
 /// labels, and removing one would break the node.
 pub fn label_patch(
     labels: &BTreeMap<String, String>,
     managed: &[String],
 ) -> Option<serde_json::Value> {
-    use kstack_inventory::validate::is_reserved_label_key;
+    use kstack_ports::sync::is_reserved_label_key;
     let mut patch = serde_json::Map::new();
     for key in managed {
         if !labels.contains_key(key) && !is_reserved_label_key(key) {
@@ -218,22 +218,22 @@ pub async fn watch_joins(client: Client, joins: tokio::sync::mpsc::Sender<String
     }
 }
 
-fn sync_error(e: Error) -> kstack_inventory::SyncError {
+fn sync_error(e: Error) -> kstack_ports::SyncError {
     match e {
-        Error::NodeNotFound(node) => kstack_inventory::SyncError::NodeNotFound(node),
-        other => kstack_inventory::SyncError::Failed(other.to_string()),
+        Error::NodeNotFound(node) => kstack_ports::SyncError::NodeNotFound(node),
+        other => kstack_ports::SyncError::Failed(other.to_string()),
     }
 }
 
-/// The inventory's [`kstack_inventory::NodeSync`] backed by these node operations.
+/// The inventory's [`kstack_ports::NodeSync`] backed by these node operations.
 #[async_trait::async_trait]
-impl kstack_inventory::NodeSync for Nodes {
+impl kstack_ports::NodeSync for Nodes {
     async fn apply_labels(
         &self,
         hostname: &str,
         labels: &BTreeMap<String, String>,
         managed_keys: &[String],
-    ) -> Result<(), kstack_inventory::SyncError> {
+    ) -> Result<(), kstack_ports::SyncError> {
         Nodes::apply_labels(self, hostname, labels, managed_keys)
             .await
             .map_err(sync_error)
@@ -242,12 +242,12 @@ impl kstack_inventory::NodeSync for Nodes {
         &self,
         hostname: &str,
         locked: bool,
-    ) -> Result<(), kstack_inventory::SyncError> {
+    ) -> Result<(), kstack_ports::SyncError> {
         Nodes::set_locked(self, hostname, locked)
             .await
             .map_err(sync_error)
     }
-    async fn delete_node(&self, hostname: &str) -> Result<(), kstack_inventory::SyncError> {
+    async fn delete_node(&self, hostname: &str) -> Result<(), kstack_ports::SyncError> {
         self.delete(hostname).await.map_err(sync_error)
     }
 }

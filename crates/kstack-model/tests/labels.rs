@@ -8,8 +8,8 @@
 //! when it starts with one of the keys: `"app.kubernetes.io/…`, `"kstack.io/…` or
 //! `"kubernetes.io/hostname"`; comment lines are skipped, and messages may name a key inside
 //! backquotes.
-//! `kstack-inventory` is not scanned: it depends on no other kstack crate (the engine and the
-//! cluster reach it through traits) and checks node labels by rules of its own.
+//! `kstack-inventory` is not scanned: it depends on no kstack crate but `kstack-ports` (the
+//! cluster is reached through its traits) and checks node labels by rules of its own.
 
 use std::path::{Path, PathBuf};
 

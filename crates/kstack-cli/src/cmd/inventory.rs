@@ -285,15 +285,15 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 .map(|(cert, key)| TlsConfig::new(cert, key));
             let scheme = if tls.is_some() { "https" } else { "http" };
             let (sync, joins, cloud): (
-                Arc<dyn kstack_inventory::NodeSync>,
+                Arc<dyn kstack_ports::NodeSync>,
                 _,
-                Arc<dyn kstack_inventory::CloudStatus>,
+                Arc<dyn kstack_ports::CloudStatus>,
             ) = if no_node_sync {
                 eprintln!("kstack inventory: node sync disabled; no cluster is changed or watched");
                 (
-                    Arc::new(kstack_inventory::NoNodeSync),
+                    Arc::new(kstack_ports::NoNodeSync),
                     None,
-                    Arc::new(kstack_inventory::NoCloudStatus),
+                    Arc::new(kstack_ports::NoCloudStatus),
                 )
             } else {
                 let client = kstack_kube::client(kubeconfig.as_deref()).await?;

@@ -1,9 +1,43 @@
-//! The `NodeSync` trait: how committed inventory changes reach Kubernetes nodes.
+//! The `NodeSync` trait: how committed inventory changes reach Kubernetes nodes, and which
+//! node labels they never touch ([`is_reserved_label_key`]).
 //!
-//! The Kubernetes implementation lives in another crate; this crate only depends on the trait.
+//! The inventory calls it; the Kubernetes implementation lives in `kstack-kube::nodes`. Both
+//! depend on this module, not on each other.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+/// Label key prefixes (DNS domains) that Kubernetes reserves for its own components, as the
+/// kubelet and the NodeRestriction admission plugin define them: a key whose prefix is one of
+/// these domains or a subdomain of one (`kubernetes.io/hostname`, `node.kubernetes.io/...`,
+/// `node-role.kubernetes.io/...`, `topology.kubernetes.io/...`, `k8s.io/...`) is theirs.
+pub const RESERVED_DOMAINS: [&str; 2] = ["kubernetes.io", "k8s.io"];
+
+/// The one part of [`RESERVED_DOMAINS`] Kubernetes hands to administrators: NodeRestriction
+/// forbids kubelets to set `node-restriction.kubernetes.io/` labels (and its subdomains) so
+/// that an administrator can use them to steer workloads to trusted nodes. The inventory is
+/// such an administrator, so these keys are accepted.
+pub const ADMIN_DOMAIN: &str = "node-restriction.kubernetes.io";
+
+fn in_domain(prefix: &str, domain: &str) -> bool {
+    prefix == domain
+        || prefix
+            .strip_suffix(domain)
+            .is_some_and(|rest| rest.ends_with('.'))
+}
+
+/// True when `key`'s prefix belongs to Kubernetes ([`RESERVED_DOMAINS`], except
+/// [`ADMIN_DOMAIN`]): the inventory must neither set nor remove such a label, because the
+/// kubelet or another Kubernetes component owns it.
+pub fn is_reserved_label_key(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return false;
+    };
+    // Label key prefixes are lowercase DNS subdomains; compare rows stored before the syntax
+    // check existed case-insensitively too.
+    let prefix = prefix.to_ascii_lowercase();
+    RESERVED_DOMAINS.iter().any(|d| in_domain(&prefix, d)) && !in_domain(&prefix, ADMIN_DOMAIN)
+}
 
 /// Why a node could not be brought to its host's state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,7 +58,7 @@ pub trait NodeSync: Send + Sync + 'static {
     /// Sets `labels` on the node. Keys in `managed_keys` that are not in `labels`
     /// were removed from the inventory and must be removed from the node; other keys
     /// on the node are not ours and must be left alone. The caller never passes a key
-    /// Kubernetes reserves ([`crate::validate::is_reserved_label_key`]).
+    /// Kubernetes reserves ([`is_reserved_label_key`]).
     async fn apply_labels(
         &self,
         hostname: &str,
@@ -159,5 +193,38 @@ impl NodeSync for NoNodeSync {
 
     fn enabled(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_prefixes_are_kubernetes_own() {
+        for key in [
+            "kubernetes.io/hostname",
+            "k8s.io/x",
+            "node.kubernetes.io/exclude-from-external-load-balancers",
+            "node-role.kubernetes.io/control-plane",
+            "topology.kubernetes.io/zone",
+            "beta.kubernetes.io/arch",
+            "a.b.k8s.io/x",
+            "Kubernetes.IO/hostname",
+        ] {
+            assert!(is_reserved_label_key(key), "{key}");
+        }
+        for key in [
+            "hostname",
+            "example.com/kubernetes.io",
+            "notkubernetes.io/x",
+            "x-k8s.io/x",
+            "kubernetes.io.example.com/x",
+            "node-restriction.kubernetes.io/trusted",
+            "team.node-restriction.kubernetes.io/x",
+            "kstack.io/role-nova",
+        ] {
+            assert!(!is_reserved_label_key(key), "{key}");
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! The `CloudStatus` trait: what the status page shows of the deployed cloud (services,
 //! replicas, generations, history, dependencies) and when that changes.
 //!
-//! Like [`crate::sync::NodeSync`], the Kubernetes implementation lives in another crate
-//! (`kstack-kube::cloud`, fed by watches of the release records and the workloads); this crate
-//! only depends on the trait. [`NoCloudStatus`] is for a standalone inventory and
-//! [`FakeCloudStatus`] for tests.
+//! Like [`crate::sync::NodeSync`], the inventory calls it and the Kubernetes implementation
+//! lives in another crate (`kstack-kube::cloud`, fed by watches of the release records and the
+//! workloads, judged by `kstack_engine::cloud::snapshot`). [`NoCloudStatus`] is for a
+//! standalone inventory and [`FakeCloudStatus`] for tests.
 
 use std::sync::Mutex;
 
