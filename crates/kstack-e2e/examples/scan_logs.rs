@@ -6,7 +6,7 @@
 //! cargo run -p kstack-e2e --example scan_logs -- http://<victoria-logs address>:9428 openstack
 //! ```
 use anyhow::Context;
-use kstack_e2e::logscan::{Scan, allowed, container_of};
+use kstack_e2e::logscan::{Scan, allowed, ordered};
 use serde_json::Value;
 
 #[tokio::main]
@@ -32,11 +32,7 @@ async fn main() -> anyhow::Result<()> {
         .map(serde_json::from_str::<Value>)
         .collect::<Result<Vec<_>, _>>()?;
     let allow = allowed()?;
-    let scan = Scan::of(
-        rows.iter()
-            .filter_map(|r| Some((container_of(r["file"].as_str()?)?, r["_msg"].as_str()?))),
-        &allow,
-    );
+    let scan = Scan::of(ordered(&rows), &allow);
     for (a, n) in allow.iter().zip(&scan.allowed) {
         println!("allowed {n:>5}  {} {:?}", a.container, a.matches.as_str());
     }

@@ -95,6 +95,28 @@ static OSLO_RECORD: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid")
 });
 
+/// A line that carries no level of its own but a Python traceback: the rest of a record whose
+/// message spans lines (an RPC's remote traceback, printed as a list after its message).
+static LEVEL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d+ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [A-Za-z_]|\[ERROR\]|\[error\]|\|(?:ERR|EMER)\||: error : |^(?:ERROR|CRITICAL):")
+        .expect("valid")
+});
+
+/// The `(container, line)` pairs of rows of the central log store (`file`, `_time`, `_msg`), in
+/// the order each container wrote them.
+pub fn ordered(rows: &[serde_json::Value]) -> Vec<(&str, &str)> {
+    let mut lines: Vec<(&str, chrono::DateTime<chrono::FixedOffset>, &str)> = rows
+        .iter()
+        .filter_map(|r| {
+            let container = container_of(r["file"].as_str()?)?;
+            let time = chrono::DateTime::parse_from_rfc3339(r["_time"].as_str()?).ok()?;
+            Some((container, time, r["_msg"].as_str()?))
+        })
+        .collect();
+    lines.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    lines.into_iter().map(|(c, _, m)| (c, m)).collect()
+}
+
 /// What a scan found.
 #[derive(Debug, Default)]
 pub struct Scan {
@@ -108,9 +130,10 @@ pub struct Scan {
 }
 
 impl Scan {
-    /// Scans `(container, line)` pairs. The lines of one oslo.log record (a message and the
-    /// traceback under it, each line with the same prefix) are one record, which an entry
-    /// allows when it matches any of its lines.
+    /// Scans `(container, line)` pairs, each container's in the order it wrote them. The lines
+    /// of one oslo.log record (a message and the traceback under it, each line with the same
+    /// prefix, and a traceback line with no level of its own that follows) are one record,
+    /// which an entry allows when it matches any of its lines.
     pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
         let mut scan = Scan {
             allowed: vec![0; allow.len()],
@@ -119,6 +142,7 @@ impl Scan {
         // Records in the order their first line came, each with its lines.
         let mut records: Vec<(&str, Vec<&str>)> = Vec::new();
         let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut last: BTreeMap<&str, usize> = BTreeMap::new();
         for (container, line) in lines {
             if !is_error(line) {
                 continue;
@@ -131,8 +155,12 @@ impl Scan {
                         records.len() - 1
                     });
                     records[at].1.push(line);
+                    last.insert(container, at);
                 }
-                None => records.push((container, vec![line])),
+                None => match last.get(container) {
+                    Some(&at) if !LEVEL.is_match(line) => records[at].1.push(line),
+                    _ => records.push((container, vec![line])),
+                },
             }
         }
         for (container, lines) in records {

@@ -567,13 +567,7 @@ async fn central_logging_holds_what_keystone_logged(
     // After deploy, verify and tempest, no container logged an error line (ERROR, CRITICAL,
     // a traceback) but those the repository's allow-list names with a reason.
     let allow = kstack_e2e::logscan::allowed()?;
-    let scan = kstack_e2e::logscan::Scan::of(
-        all.iter().filter_map(|r| {
-            let container = kstack_e2e::logscan::container_of(r["file"].as_str()?)?;
-            Some((container, r["_msg"].as_str()?))
-        }),
-        &allow,
-    );
+    let scan = kstack_e2e::logscan::Scan::of(kstack_e2e::logscan::ordered(&all), &allow);
     for (a, n) in allow.iter().zip(&scan.allowed) {
         eprintln!(
             "allowed error lines: {n} in {} matching {:?} ({})",
