@@ -4,14 +4,17 @@
 //! the release record (generations, history) kept in the cluster.
 //!
 //! Architecture invariant: this crate does no IO of its own. Everything it learns about a
-//! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory by
-//! [`fake::FakeCluster`]); it never renders and never reads files.
+//! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory for tests by
+//! [`fake::FakeCluster`], behind the `testing` feature); it never renders and never reads files.
 //!
 //! ```text
 //! observe(cluster) ──► Observed ──► plan(rendered, catalog, observed) ──► Plan ──► deploy(cluster, plan)
 //! ```
 pub mod cluster;
 pub mod execute;
+// Test support: compiled only for the tests and benchmarks that turn on `testing`, never into
+// the kstack binary. Documented always, so the docs' links to it resolve.
+#[cfg(any(feature = "testing", doc))]
 pub mod fake;
 pub mod keys;
 pub mod plan;
