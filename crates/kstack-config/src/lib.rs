@@ -14,6 +14,9 @@ mod load;
 pub mod overrides;
 pub mod passwords;
 pub mod templates;
+// Test support: compiled only for the tests and benchmarks that turn on `testing`, never into
+// the kstack binary.
+#[cfg(feature = "testing")]
 pub mod testing;
 mod yaml;
 

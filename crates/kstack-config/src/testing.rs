@@ -3,6 +3,8 @@
 //!
 //! SSH key pairs get fixed stand-ins instead of real RSA keys: no template uses them, and
 //! generating them costs seconds per call.
+//!
+//! Behind the `testing` feature: dependents turn it on in their `[dev-dependencies]`.
 use std::collections::BTreeMap;
 
 use kstack_model::catalog::Catalog;

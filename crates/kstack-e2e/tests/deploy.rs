@@ -499,13 +499,13 @@ async fn two_deploys_at_once_take_turns_and_the_last_one_wins() -> anyhow::Resul
     let holder = lock_holder(&cloud.ns.name).await?;
     assert!(holder.starts_with("kstack deploy by "), "{holder}");
 
-    // --no-wait: refused at once (exit 4), naming the holder; nothing written.
+    // --no-wait: refused at once (exit 75, EX_TEMPFAIL), naming the holder; nothing written.
     let refused = cloud
         .command_in(other.path(), &["deploy", "--no-wait"])?
         .output()
         .await?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(4), "{stderr}");
+    assert_eq!(refused.status.code(), Some(75), "{stderr}");
     assert!(stderr.contains(&holder), "{stderr}");
 
     // Without it: waits, saying for whom, and deploys once the first is done.

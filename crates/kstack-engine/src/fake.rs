@@ -4,6 +4,8 @@
 //!
 //! Time is tokio's, so tests run with a paused clock (`start_paused = true`): a 30-second
 //! readiness delay costs no real time and elapsed virtual time measures parallelism exactly.
+//!
+//! Behind the `testing` feature: dependents turn it on in their `[dev-dependencies]`.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;

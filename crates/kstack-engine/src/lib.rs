@@ -5,8 +5,8 @@
 //! cloud's health as the inventory's status page shows it, judged from those records.
 //!
 //! Architecture invariant: this crate does no IO of its own. Everything it learns about a
-//! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory by
-//! [`fake::FakeCluster`]); it never renders and never reads files.
+//! cluster comes through [`Cluster`] (implemented by `kstack-kube`, and in memory for tests by
+//! [`fake::FakeCluster`], behind the `testing` feature); it never renders and never reads files.
 //!
 //! ```text
 //! observe(cluster) ──► Observed ──► plan(rendered, catalog, observed) ──► Plan ──► deploy(cluster, plan)
@@ -14,6 +14,9 @@
 pub mod cloud;
 pub mod cluster;
 pub mod execute;
+// Test support: compiled only for the tests and benchmarks that turn on `testing`, never into
+// the kstack binary. Documented always, so the docs' links to it resolve.
+#[cfg(any(feature = "testing", doc))]
 pub mod fake;
 pub mod keys;
 pub mod plan;

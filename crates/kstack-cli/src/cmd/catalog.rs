@@ -10,7 +10,6 @@
 //!
 //! Bad input files print their diagnostics and exit with code 2.
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kstack_model::catalog::{Catalog, Service};
@@ -18,6 +17,7 @@ use kstack_model::graph::Graph;
 use serde::Serialize;
 
 use super::InputError;
+use crate::exit::Exit;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum CatalogCommand {
@@ -112,13 +112,13 @@ fn load_dir(dir: &Path, builtin: Catalog) -> anyhow::Result<Catalog> {
     Ok(catalog)
 }
 
-pub fn run(command: CatalogCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: CatalogCommand) -> anyhow::Result<Exit> {
     let out = match command {
         CatalogCommand::Services(args) => services(&load(&args.catalog)?, args.output)?,
         CatalogCommand::Graph(args) => graph(&load(&args.catalog)?, args.format)?,
     };
     print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// One line of `kstack services`.

@@ -1,12 +1,14 @@
 //! The single-node Compose target of `kstack template` and `kstack deploy`: writing
 //! `compose.yaml` and the config directories, and running `docker compose up -d`.
 //!
-//! Exit codes: 0 done; 1 IO failure or `docker compose` failed; 2 invalid config (the same
-//! diagnostics as the Kubernetes target) or an option the Compose target does not take;
-//! [`NO_DOCKER`] (3) `kstack deploy --target compose` wrote the files but found no Docker engine.
+//! Exit codes ([`Exit`]): success; failed (IO, or `docker compose` failed); bad input (the
+//! same diagnostics as the Kubernetes target, or an option the Compose target does not take);
+//! step failed when `kstack deploy --target compose` wrote the files but found no Docker engine
+//! or an image missing (nothing was started), or a container did not become healthy in time or
+//! a one-shot task failed.
 use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 use kstack_config::{Config, fs};
@@ -14,8 +16,7 @@ use kstack_model::labels::{BOOTSTRAP, COMPONENT_LABEL};
 use kstack_render::compose::{self, COMPOSE_FILE, CONFIG_DIR, ComposeBundle, HEADER};
 use kstack_verify::{Password, Redactor};
 
-/// Exit code of `kstack deploy --target compose` when no Docker engine answers `docker info`.
-pub const NO_DOCKER: u8 = 3;
+use crate::exit::Exit;
 
 /// Where the rendered cloud runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -28,19 +29,15 @@ pub enum TargetArg {
 }
 
 /// `kstack template --target compose`: `output` is `yaml`, `json` or a directory.
-pub fn template(
-    config_dir: &Path,
-    service: Option<&str>,
-    output: &str,
-) -> anyhow::Result<ExitCode> {
+pub fn template(config_dir: &Path, service: Option<&str>, output: &str) -> anyhow::Result<Exit> {
     if service.is_some() {
         eprintln!(
             "error: --service is not supported with --target compose: the Compose file needs every service its dependencies name"
         );
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     }
     let Some(config) = load(config_dir)? else {
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     let bundle = render(&config)?;
     match output {
@@ -65,7 +62,7 @@ pub fn template(
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `kstack deploy --target compose`: writes the files, runs `docker compose up -d`, then waits
@@ -76,9 +73,9 @@ pub fn deploy(
     config_dir: &Path,
     output: Option<&Path>,
     timeout: Option<u64>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let Some(config) = load(config_dir)? else {
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     let timeout = timeout.unwrap_or_else(|| config.globals.timeout_secs("default"));
     let bundle = render(&config)?;
@@ -93,7 +90,7 @@ pub fn deploy(
              Start Docker (e.g. `systemctl start docker`; on a kstack checkout, `bash hack/docker.sh up` \
              and then `eval \"$(bash hack/docker.sh env)\"`), then run:\n  {up}"
         );
-        return Ok(ExitCode::from(NO_DOCKER));
+        return Ok(Exit::StepFailed);
     }
     let missing = missing_images(&bundle);
     if !missing.is_empty() {
@@ -108,7 +105,7 @@ pub fn deploy(
             "Load them into the engine (`docker load -i images.tar`; on a kstack checkout, \
              `bash hack/docker.sh up` builds and loads the default cloud's images), then run:\n  {up}"
         );
-        return Ok(ExitCode::from(NO_DOCKER));
+        return Ok(Exit::StepFailed);
     }
     eprintln!("running: {up}");
     let started = std::time::Instant::now();
@@ -120,7 +117,7 @@ pub fn deploy(
         .context("running docker compose")?;
     if !status.success() {
         eprintln!("error: `{up}` failed ({status})");
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Failed);
     }
     // A service may log a password; the report shows none.
     let redactor = Redactor::new(
@@ -139,11 +136,11 @@ pub fn deploy(
                 "deployed on this node: every container healthy in {:.1}s",
                 started.elapsed().as_secs_f64()
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         Err(report) => {
             eprintln!("{report}");
-            Ok(ExitCode::from(3))
+            Ok(Exit::StepFailed)
         }
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! Exit codes: 0 valid / done, 1 IO failure, 2 invalid input files.
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::Context;
 use kstack_config::{Diag, fs, genpwd, passwords, templates};
+
+use crate::exit::Exit;
 
 /// What rendering `config` reports: an error when the Kubernetes target cannot render it, a
 /// warning when only the single-node Compose target cannot (a catalog whose names clash on one
@@ -91,7 +92,7 @@ impl ConfigCommand {
     }
 }
 
-pub fn run(command: ConfigCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: ConfigCommand) -> anyhow::Result<Exit> {
     match command {
         ConfigCommand::Init { dir, dir_opt } => init(&dir.unwrap_or(dir_opt.config_dir)),
         ConfigCommand::Genpwd { dir_opt } => genpwd_cmd(&dir_opt.config_dir),
@@ -105,7 +106,7 @@ fn report(diags: &[Diag]) {
     }
 }
 
-fn init(dir: &Path) -> anyhow::Result<ExitCode> {
+fn init(dir: &Path) -> anyhow::Result<Exit> {
     let files = [
         (
             dir.join(kstack_config::GLOBALS_FILE),
@@ -143,10 +144,10 @@ fn init(dir: &Path) -> anyhow::Result<ExitCode> {
         files[0].0.display(),
         dir.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn genpwd_cmd(dir: &Path) -> anyhow::Result<ExitCode> {
+fn genpwd_cmd(dir: &Path) -> anyhow::Result<Exit> {
     let path = dir.join(passwords::FILE);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -166,16 +167,16 @@ fn genpwd_cmd(dir: &Path) -> anyhow::Result<ExitCode> {
                     filled.generated.join(", ")
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         Err(diags) => {
             report(&diags);
-            Ok(ExitCode::from(2))
+            Ok(Exit::BadInput)
         }
     }
 }
 
-fn validate(dir: &Path) -> anyhow::Result<ExitCode> {
+fn validate(dir: &Path) -> anyhow::Result<Exit> {
     let loaded = fs::load_dir(dir)?;
     report(&loaded.diagnostics);
     let mut errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
@@ -198,9 +199,9 @@ fn validate(dir: &Path) -> anyhow::Result<ExitCode> {
             "{}: invalid ({errors} errors, {warnings} warnings)",
             dir.display()
         );
-        Ok(ExitCode::from(2))
+        Ok(Exit::BadInput)
     } else {
         println!("{}: valid ({warnings} warnings)", dir.display());
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Success)
     }
 }

@@ -2,15 +2,14 @@
 //! cluster. The engine plans and executes; this module loads the config, renders, prints
 //! progress (a live view on a terminal, plain lines otherwise) and picks exit codes.
 //!
-//! Exit codes: 0 done (deploy: every service healthy), 1 cluster or IO failure, 2 invalid input
-//! files, 3 a deploy step failed (the report says which service, which condition, what the pods
-//! say, and which steps were not started), 4 `--no-wait` and another writer holds the deploy
-//! lock, 130 interrupted.
+//! Exit codes ([`Exit`]): success (deploy: every service healthy), failed (cluster or IO),
+//! bad input, a deploy or rollback step failed (the report says which service, which
+//! condition, what the pods say, and which steps were not started), locked (`--no-wait` and
+//! another writer holds the deploy lock), interrupted.
 //!
 //! `deploy` and `rollback` hold the cloud's deploy lock (a Lease, see `kstack_kube::lock`)
 //! while they write; `plan`, `status` and `history` only read and never take it.
 use std::io::IsTerminal as _;
-use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -23,12 +22,7 @@ use kstack_kube::{KubeCluster, RequestCounts};
 use kstack_render::{Rendered, kubernetes};
 use serde::Serialize;
 
-/// A failed deploy step: `main` does not print more, the report was printed.
-pub const EXIT_STEP_FAILED: u8 = 3;
-/// `--no-wait` and another writer holds the deploy lock.
-pub const EXIT_LOCKED: u8 = 4;
-/// Interrupted (Ctrl-C): the lock was released, a deploy run again converges.
-pub const EXIT_INTERRUPTED: u8 = 130;
+use crate::exit::Exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -53,7 +47,7 @@ pub enum DeployCommand {
     /// Deploy the cloud: apply config, run bootstrap Jobs and roll out every enabled service in
     /// dependency order, each step gated on real health; prune disabled services.
     #[command(
-        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nOne deploy or rollback writes to a cloud at a time: a second one waits for the deploy lock\n(a Lease in the cloud's namespace), or with --no-wait fails at once. An API server that\ngoes away is waited for (--api-outage, default 120s).\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start),\n4 --no-wait and another writer holds the lock, 130 interrupted;\n--target compose: 3 no Docker engine answered or an image is missing (nothing started),\nor a container did not become healthy in time or a task failed."
+        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nOne deploy or rollback writes to a cloud at a time: a second one waits for the deploy lock\n(a Lease in the cloud's namespace), or with --no-wait fails at once. An API server that\ngoes away is waited for (--api-outage, default 120s).\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start),\n75 --no-wait and another writer holds the lock, 130 interrupted;\n--target compose: 3 no Docker engine answered or an image is missing (nothing started),\nor a container did not become healthy in time or a task failed."
     )]
     Deploy(DeployArgs),
     /// Show what `kstack deploy` would create, change, leave and prune (changes nothing).
@@ -74,7 +68,7 @@ pub enum DeployCommand {
     /// Restore one service to an earlier generation (default: the newest healthy generation
     /// before the one it runs), wait until it is healthy, and record it as a new generation.
     #[command(
-        after_help = "Examples:\n  kstack rollback keystone\n  kstack rollback glance-api --to 3\n  kstack history glance-api   # the generations to pick from\n\nA rollback re-applies the recorded workload, Service and config objects of that generation.\nIt does not undo database schema changes: expand-phase migrations leave a schema the older\nrelease still runs on, so rolling back an upgrade whose contract phase has not run is safe;\nafter a contract phase a rollback to older code is refused. The next `kstack deploy` applies\nglobals.yml again: change it too if the rollback should stay.\nExit codes: 0 healthy again, 1 cluster or IO failure, 2 invalid config or a refused rollback,\n3 the restored generation did not become healthy."
+        after_help = "Examples:\n  kstack rollback keystone\n  kstack rollback glance-api --to 3\n  kstack history glance-api   # the generations to pick from\n\nA rollback re-applies the recorded workload, Service and config objects of that generation.\nIt does not undo database schema changes: expand-phase migrations leave a schema the older\nrelease still runs on, so rolling back an upgrade whose contract phase has not run is safe;\nafter a contract phase a rollback to older code is refused. The next `kstack deploy` applies\nglobals.yml again: change it too if the rollback should stay.\nExit codes: 0 healthy again, 1 cluster or IO failure, 2 invalid config or a refused rollback,\n3 the restored generation did not become healthy, 75 --no-wait and another writer holds the\nlock, 130 interrupted."
     )]
     Rollback(RollbackArgs),
 }
@@ -92,7 +86,7 @@ pub struct RollbackArgs {
     /// `kstack_timeouts`).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: Option<u64>,
-    /// Fail at once (exit 4) if a deploy or another rollback holds the cloud's deploy lock,
+    /// Fail at once (exit 75) if a deploy or another rollback holds the cloud's deploy lock,
     /// instead of waiting for it.
     #[arg(long)]
     pub no_wait: bool,
@@ -135,7 +129,7 @@ pub struct DeployArgs {
     /// server is unreachable or answers with a transient error (a control plane restarting).
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub api_outage: u64,
-    /// Fail at once (exit 4) if another deploy or rollback holds the cloud's deploy lock,
+    /// Fail at once (exit 75) if another deploy or rollback holds the cloud's deploy lock,
     /// instead of waiting for it.
     #[arg(long)]
     pub no_wait: bool,
@@ -163,7 +157,7 @@ pub struct StatusArgs {
     pub output: Output,
 }
 
-pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
     if let DeployCommand::Deploy(a) = &command
         && a.to == super::compose::TargetArg::Compose
     {
@@ -181,7 +175,7 @@ pub fn run(command: DeployCommand) -> anyhow::Result<ExitCode> {
         DeployCommand::Rollback(a) => &a.target,
     };
     let Some(config) = load(target)? else {
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
     let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
@@ -292,11 +286,7 @@ struct DeployOutput<'a> {
     api_requests: RequestCounts,
 }
 
-async fn deploy(
-    args: DeployArgs,
-    config: &Config,
-    rendered: &Rendered,
-) -> anyhow::Result<ExitCode> {
+async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
     let lock = match take_lock(&args.target, config, rendered, "deploy", args.no_wait).await? {
         Ok(l) => l,
         Err(code) => return Ok(code),
@@ -309,7 +299,7 @@ async fn deploy(
         )),
         _ = tokio::signal::ctrl_c() => {
             eprintln!("interrupted: stopped; run `kstack deploy` again (it converges)");
-            Ok(ExitCode::from(EXIT_INTERRUPTED))
+            Ok(Exit::Interrupted)
         }
     };
     lock.release().await;
@@ -325,7 +315,7 @@ async fn take_lock(
     rendered: &Rendered,
     command: &str,
     no_wait: bool,
-) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, ExitCode>> {
+) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, Exit>> {
     use kstack_engine::Cluster as _;
     // A client of its own: the lock's requests are not the deploy's (its report counts those).
     let client = kstack_kube::client(target.kubeconfig.as_deref()).await?;
@@ -359,7 +349,7 @@ async fn take_lock(
         Ok(l) => Ok(Ok(l)),
         Err(e @ kstack_kube::lock::LockError::Held { .. }) => {
             eprintln!("kstack {command}: {e}");
-            Ok(Err(ExitCode::from(EXIT_LOCKED)))
+            Ok(Err(Exit::Locked))
         }
         Err(e) => Err(e.into()),
     }
@@ -370,7 +360,7 @@ async fn deploy_locked(
     config: &Config,
     rendered: &Rendered,
     lock_waited: f64,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let timeouts = timeouts(config, args.timeout);
     let c = connect(&args.target, config, rendered, &timeouts).await?;
     let started = Instant::now();
@@ -429,9 +419,9 @@ async fn deploy_locked(
         other => print_data(other, &out)?,
     }
     Ok(if report.succeeded() {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(EXIT_STEP_FAILED)
+        Exit::StepFailed
     })
 }
 
@@ -451,7 +441,7 @@ struct PlanRow {
     drift: Vec<String>,
 }
 
-async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<ExitCode> {
+async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
     let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
     let mut rows: Vec<PlanRow> = c
         .plan
@@ -523,7 +513,7 @@ async fn plan(args: PlanArgs, config: &Config, rendered: &Rendered) -> anyhow::R
         }
         other => print_data(other, &rows)?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// What the deploy does per service beyond applying objects: upgrades (with the migration
@@ -577,11 +567,7 @@ fn mode_lines(plan: &Plan) -> Vec<String> {
     out
 }
 
-async fn status(
-    args: StatusArgs,
-    config: &Config,
-    rendered: &Rendered,
-) -> anyhow::Result<ExitCode> {
+async fn status(args: StatusArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
     let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
     let rows: Vec<ServiceStatus> = kstack_engine::status::status(&c.plan, &c.observed);
     match args.output {
@@ -624,14 +610,10 @@ async fn status(
         }
         other => print_data(other, &rows)?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-async fn history(
-    args: HistoryArgs,
-    config: &Config,
-    rendered: &Rendered,
-) -> anyhow::Result<ExitCode> {
+async fn history(args: HistoryArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
     let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
     let mut records: Vec<&kstack_engine::ServiceRecord> = c
         .observed
@@ -694,14 +676,14 @@ async fn history(
             print_data(other, &rows)?
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 async fn rollback(
     args: RollbackArgs,
     config: &Config,
     rendered: &Rendered,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let lock = match take_lock(&args.target, config, rendered, "rollback", args.no_wait).await? {
         Ok(l) => l,
         Err(code) => return Ok(code),
@@ -713,7 +695,7 @@ async fn rollback(
         )),
         _ = tokio::signal::ctrl_c() => {
             eprintln!("interrupted: stopped; `kstack status` shows where the service is");
-            Ok(ExitCode::from(EXIT_INTERRUPTED))
+            Ok(Exit::Interrupted)
         }
     };
     lock.release().await;
@@ -724,7 +706,7 @@ async fn rollback_locked(
     args: &RollbackArgs,
     config: &Config,
     rendered: &Rendered,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let timeouts = timeouts(config, None);
     let c = connect(&args.target, config, rendered, &timeouts).await?;
     let existing = c
@@ -743,7 +725,7 @@ async fn rollback_locked(
             args.service,
             args.target.config.config_dir.display()
         );
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     }
     let plan = match kstack_engine::plan_rollback(
         &c.observed.history,
@@ -755,7 +737,7 @@ async fn rollback_locked(
         Ok(p) => p,
         Err(e) => {
             eprintln!("kstack rollback: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(Exit::BadInput);
         }
     };
     let timeout = args
@@ -788,9 +770,9 @@ async fn rollback_locked(
             "note: the next `kstack deploy` applies the config directory again; change it too if {} should stay at generation {}",
             plan.service, plan.target.generation
         );
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Success)
     } else {
-        Ok(ExitCode::from(EXIT_STEP_FAILED))
+        Ok(Exit::StepFailed)
     }
 }
 

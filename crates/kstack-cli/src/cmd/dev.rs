@@ -3,7 +3,8 @@
 //! containerd, kubelet, kube-proxy and CoreDNS) and the cloud's images. The building and process
 //! management live in `hack/devcluster.sh`, `hack/realnode.sh` and `hack/images.sh`, which this
 //! command runs; their stdout (the kubeconfig path, the image directory) is passed through and
-//! their diagnostics go to stderr.
+//! their diagnostics go to stderr. `kstack dev` exits with the script's status
+//! ([`crate::exit::script_status`]): it is the one command outside kstack's exit code table.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -107,7 +108,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let status = cmd
         .status()
         .with_context(|| format!("could not run {}", script.display()))?;
-    Ok(ExitCode::from(
-        status.code().unwrap_or(1).clamp(0, 255) as u8
-    ))
+    Ok(crate::exit::script_status(status))
 }

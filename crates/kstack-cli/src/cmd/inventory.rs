@@ -6,7 +6,6 @@
 //! A host is named by hostname or UUID.
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use kstack_inventory::{ServeConfig, TlsConfig, Tokens};
 use serde_json::json;
 
 use super::InputError;
+use crate::exit::Exit;
 
 /// What locking does to a node, said wherever a command locks one.
 const LOCK_EFFECT: &str = "its Kubernetes node is cordoned and tainted \
@@ -225,9 +225,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-pub fn run(command: InventoryCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: InventoryCommand) -> anyhow::Result<Exit> {
     runtime()?.block_on(run_async(command))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {

@@ -8,12 +8,13 @@
 //! Exit codes: 0 done (or interrupted with Ctrl-C while following); 1 the cluster cannot be
 //! reached; 2 invalid config or a service the catalog does not have.
 use std::io::Write as _;
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use kstack_model::labels::{BOOTSTRAP, COMPONENT_LABEL, NAME_LABEL, SERVER};
 use kstack_verify::{Password, Redactor};
+
+use crate::exit::Exit;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -63,16 +64,16 @@ fn parse_age(s: &str) -> Result<i64, String> {
     Ok(n.saturating_mul(unit).max(1))
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Exit> {
     let Some(config) = super::deploy::load(&args.target)? else {
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     if !config.catalog.services.contains_key(&args.service) {
         eprintln!(
             "error: `{}` is not a service of the catalog (see `kstack services`)",
             args.service
         );
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     }
     let redactor = Redactor::new(
         kstack_render::files::cloud_secret_values(&config)
@@ -113,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     other => other.context("writing to stdout")?,
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         });
     }
     runtime.block_on(async {
@@ -135,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " (it is not enabled in globals.yml)"
                 }
             );
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Success);
         }
         let mut out = std::io::stdout().lock();
         loop {
@@ -154,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 out.flush().ok();
             }
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Success)
     })
 }
 

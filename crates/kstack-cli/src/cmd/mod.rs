@@ -3,6 +3,8 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+use crate::exit::Exit;
+
 pub mod catalog;
 pub mod compose;
 pub mod config;
@@ -13,7 +15,8 @@ pub mod logs;
 pub mod template;
 pub mod verify;
 
-/// Bad input files (config directory, catalog file): `main` exits with code 2 for this error.
+/// Bad input files (config directory, catalog file): `main` exits with [`Exit::BadInput`] for
+/// this error.
 /// The diagnostics have already been printed when it is returned.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -70,15 +73,17 @@ impl Command {
     }
 }
 
+/// Runs `command`: its [`Exit`], or for `kstack dev` the status of the script it ran.
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
-    match command {
-        Command::Dev(args) => dev::run(args),
-        Command::Config(command) => config::run(command),
-        Command::Catalog(command) => catalog::run(command),
-        Command::Inventory(command) => inventory::run(command),
-        Command::Template(args) => template::run(args),
-        Command::Deploy(command) => deploy::run(command),
-        Command::Verify(args) => verify::run(args),
-        Command::Logs(args) => logs::run(args),
-    }
+    let exit: Exit = match command {
+        Command::Dev(args) => return dev::run(args),
+        Command::Config(command) => config::run(command)?,
+        Command::Catalog(command) => catalog::run(command)?,
+        Command::Inventory(command) => inventory::run(command)?,
+        Command::Template(args) => template::run(args)?,
+        Command::Deploy(command) => deploy::run(command)?,
+        Command::Verify(args) => verify::run(args)?,
+        Command::Logs(args) => logs::run(args)?,
+    };
+    Ok(exit.into())
 }

@@ -4,11 +4,12 @@
 //! Exit codes: 0 rendered, 1 IO failure (reading the config, writing the output), 2 invalid
 //! config (every diagnostic is printed) or unknown `--service`.
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kstack_config::fs;
 use kstack_render::{ContainerFiles, Rendered, Target, kubernetes, render_files};
+
+use crate::exit::Exit;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -37,7 +38,7 @@ pub struct Args {
     pub target: super::compose::TargetArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Exit> {
     if args.target == super::compose::TargetArg::Compose {
         let dir = &args.config.config_dir;
         return super::compose::template(dir, args.service.as_deref(), &args.output);
@@ -54,13 +55,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{}: invalid config, nothing rendered",
             args.config.config_dir.display()
         );
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     if let Some(service) = &args.service
         && !config.catalog.services.contains_key(service)
     {
         eprintln!("error: `{service}` is not a service of the catalog (see `kstack services`)");
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     }
     let rendered = if args.rbac {
         Ok(kubernetes::rbac::deployer(&config.globals))
@@ -71,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(Exit::BadInput);
         }
     };
     if let Some(dir) = &args.config_files {
@@ -95,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "json" => write_stdout(&rendered.to_json())?,
         dir => write_dir(&rendered, Path::new(dir))?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
@@ -175,7 +176,7 @@ mod tests {
             target: Default::default(),
         })
         .unwrap();
-        assert_eq!(code, ExitCode::from(2));
+        assert_eq!(code, Exit::BadInput);
         assert!(!tmp.path().join("out").exists());
     }
 

@@ -5,13 +5,12 @@
 //! for a failed step, the last log lines of the responsible service's pods (through
 //! `kstack_kube`), and picks the exit code.
 //!
-//! Exit codes: 0 every step passed (skipped counts as passed) and everything created was
-//! deleted; 1 IO failure; 2 invalid config; [`EXIT_CHECK_FAILED`] (4) a step failed or
-//! something it created could not be deleted; [`EXIT_INTERRUPTED`] (130) interrupted by
-//! Ctrl-C (after cleanup).
+//! Exit codes ([`Exit`]): success when every step passed (skipped counts as passed) and
+//! everything created was deleted; failed (IO); bad input (invalid config); check failed when
+//! a step failed or something it created could not be deleted; interrupted by Ctrl-C (after
+//! cleanup).
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -22,10 +21,8 @@ use kstack_render::Target;
 use kstack_verify::{Event, Outcome, Password, Redactor, Report, ServiceInfo, Settings, Step};
 use serde::Serialize;
 
-/// A step failed, or something it created could not be deleted.
-pub const EXIT_CHECK_FAILED: u8 = 4;
-/// Interrupted by Ctrl-C; what was created has been cleaned up.
-pub const EXIT_INTERRUPTED: u8 = 130;
+use crate::exit::Exit;
+
 /// Log lines shown per container of the responsible service.
 const LOG_LINES: i64 = 20;
 
@@ -150,16 +147,16 @@ fn guest_image(dir: &std::path::Path) -> anyhow::Result<kstack_verify::GuestImag
     })
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Exit> {
     let Some(config) = super::deploy::load(&args.target)? else {
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     let Some(password) = config.passwords.get("keystone_admin_password") else {
         eprintln!(
             "{}/passwords.yml: keystone_admin_password is empty; run `kstack genpwd` (and deploy) first",
             args.target.config.config_dir.display()
         );
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::BadInput);
     };
     // A service may echo, and a pod log may carry, any value of passwords.yml or the Ceph key.
     let secrets: Vec<Password> = kstack_render::files::cloud_secret_values(&config)
@@ -174,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(g) => settings.guest = Some(g),
             Err(e) => {
                 eprintln!("error: {e:#}");
-                return Ok(ExitCode::from(1));
+                return Ok(Exit::Failed);
             }
         }
     }
@@ -296,7 +293,7 @@ async fn verify(
     config: Config,
     mut settings: Settings,
     redactor: Redactor,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let tty = std::io::stderr().is_terminal();
     // The catalog names the cloud's Services (`<service>.<namespace>.svc`): with a cluster at
     // hand, they are reached at their ClusterIPs, so verify runs from any machine on the
@@ -344,7 +341,7 @@ async fn verify(
         let _ = cancel_tx.send(());
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("cleanup interrupted: resources named {prefix} may be left in the cloud");
-            std::process::exit(i32::from(EXIT_INTERRUPTED));
+            crate::exit::exit_now(Exit::Interrupted);
         }
     });
     let cancel = async {
@@ -445,11 +442,11 @@ async fn verify(
         }
     }
     Ok(if report.interrupted {
-        ExitCode::from(EXIT_INTERRUPTED)
+        Exit::Interrupted
     } else if report.passed {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(EXIT_CHECK_FAILED)
+        Exit::CheckFailed
     })
 }
 
