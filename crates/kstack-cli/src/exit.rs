@@ -245,27 +245,21 @@ mod tests {
         assert_eq!(Exit::CheckFailed.code(), 4);
     }
 
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-            .map(|e| e.expect("a directory entry").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
+    /// The `.rs` files under `dir`, in name order.
+    fn rust_files(dir: &Path) -> Vec<PathBuf> {
+        walkdir::WalkDir::new(dir)
+            .sort_by_file_name()
+            .into_iter()
+            .map(|e| e.expect("a readable directory entry").into_path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect()
     }
 
     /// No module but this one picks an exit code by number: every `ExitCode` is built here.
     #[test]
     fn only_this_module_builds_an_exit_code() {
         let src = crate_dir().join("src");
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
+        let files = rust_files(&src);
         let mut found = Vec::new();
         for path in files.iter().filter(|p| !p.ends_with("exit.rs")) {
             let text = std::fs::read_to_string(path).unwrap();

@@ -122,16 +122,6 @@ impl Admission {
         }
     }
 
-    /// The most connections open at once.
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
-    /// Connections open now.
-    pub fn open(&self) -> usize {
-        self.lock().len()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Slot>>> {
         // A panic while holding this lock leaves the map consistent (every change is one
         // insert or remove), so a poisoned lock is still good to use.
@@ -353,6 +343,6 @@ mod tests {
             (metrics.closed_for_room.get(), metrics.refused.get()),
             (2, 1)
         );
-        assert_eq!((a.open(), metrics.open.get()), (2, 2));
+        assert_eq!((a.lock().len(), metrics.open.get()), (2, 2));
     }
 }

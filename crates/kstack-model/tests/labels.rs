@@ -33,19 +33,14 @@ fn crates_dir() -> PathBuf {
         .to_path_buf()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
+/// The `.rs` files under `dir`, in name order.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.expect("a readable directory entry").into_path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect()
 }
 
 /// `file:line: text` for every line of non-test code in `files` that spells a key literal.
@@ -77,10 +72,10 @@ fn scanned_files() -> Vec<PathBuf> {
         .filter(|p| !UNSCANNED_CRATES.iter().any(|c| p.ends_with(c)))
         .collect();
     crates.sort();
-    let mut files = Vec::new();
-    for c in crates {
-        rust_files(&c.join("src"), &mut files);
-    }
+    let mut files: Vec<PathBuf> = crates
+        .iter()
+        .flat_map(|c| rust_files(&c.join("src")))
+        .collect();
     files.retain(|f| f.strip_prefix(&root).ok() != Some(Path::new(LABELS_MODULE)));
     files
 }

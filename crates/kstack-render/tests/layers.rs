@@ -18,19 +18,14 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
+/// The `.rs` files under `dir`, in name order.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.expect("a readable directory entry").into_path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect()
 }
 
 /// The leaf a source file (relative to `src/`) belongs to, if any: `<leaf>.rs` or a file under
@@ -92,9 +87,7 @@ fn mentions(name: &str, text: &str, leaf: &str) -> Vec<String> {
 /// Every source file of the crate, relative to `src/`, with its text.
 fn sources() -> Vec<(PathBuf, String)> {
     let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files
+    rust_files(&root)
         .into_iter()
         .map(|f| {
             let text = std::fs::read_to_string(&f)
