@@ -457,6 +457,12 @@ pub fn task_spec(
             let mut files = vec![secret("clouds.yaml", clouds)];
             if let Some(user_pw) = user_pw {
                 spec["password_file"] = serde_json::json!(format!("{TASK_DIR}/service-password"));
+                let mode = if service_project_maker(config) == Some(name) {
+                    "create"
+                } else {
+                    "wait"
+                };
+                spec["service_project"] = serde_json::json!(mode);
                 files.push(secret("service-password", user_pw.to_owned()));
             }
             let mut spec = serde_json::to_string_pretty(&spec).expect("the spec serializes");
@@ -483,6 +489,30 @@ pub fn task_spec(
 }
 
 /// The registration a `keystone_register` task runs (openstacksdk, in kolla-toolbox's Python).
+/// The enabled service whose registration makes Keystone project `service`, which every
+/// service user joins: the first by name that registers a user. The registrations run in
+/// parallel; the others wait for the project, so no two create it at once (Keystone would log
+/// the loser's conflict as an error).
+fn service_project_maker(config: &Config) -> Option<&str> {
+    config
+        .catalog
+        .services
+        .iter()
+        .filter(|(n, s)| config.enabled.contains(*n) && s.project != "keystone")
+        .find(|(_, s)| {
+            s.bootstrap.iter().any(|t| {
+                matches!(
+                    t.task,
+                    BootstrapKind::KeystoneRegister {
+                        register_user: true,
+                        ..
+                    }
+                )
+            })
+        })
+        .map(|(n, _)| n.as_str())
+}
+
 const REGISTER_PY: &str = include_str!("../tasks/register.py");
 
 /// The `clouds.yaml` of a task that calls the APIs as the admin (kolla-toolbox's `openstack`

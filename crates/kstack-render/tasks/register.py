@@ -1,8 +1,11 @@
 """Registers a service in Keystone: the service, its internal and public endpoints, the roles
 it needs and, when it has one, its user in project `service` with roles admin and service.
 Rendered by kstack; run by a bootstrap Job in kolla-toolbox's Python (openstacksdk) as the admin
-of clouds.yaml. Safe to run again, and beside the registrations of other services: a create
-that conflicts with another Job's finds what that Job made.
+of clouds.yaml. Safe to run again, and beside the registrations of other services: project
+`service`, which they share, is made by one of them only (SPEC's `service_project` is `create`
+there, `wait` in the others), so Keystone never sees two creates of it and logs no conflict.
+A create that conflicts all the same (a project deleted by hand, then two Jobs) finds what the
+other Job made.
 
     python3 register.py SPEC.json   (the user's password, if any, in SPEC's password_file)
 """
@@ -13,6 +16,9 @@ import time
 
 import openstack
 from openstack import exceptions
+
+
+WAIT_FOR_PROJECT = 300
 
 
 def log(msg):
@@ -35,6 +41,29 @@ def ensure(what, find, create):
     if found is None:
         sys.exit(f"register: {what}: created elsewhere but not found")
     return found
+
+
+def service_project(idn, mode):
+    """Project `service`: made here when `mode` is `create`; with `wait`, another
+    registration of this deploy makes it, so wait for it, and make it after WAIT_FOR_PROJECT
+    seconds (that registration did not run, e.g. the project was deleted by hand)."""
+    find = lambda: idn.find_project("service", domain_id="default")
+    if mode == "wait":
+        deadline = time.monotonic() + WAIT_FOR_PROJECT
+        waited = False
+        while time.monotonic() < deadline:
+            found = find()
+            if found is not None:
+                if waited:
+                    log("project service exists")
+                return found
+            if not waited:
+                log("waiting for project service (another registration makes it)")
+                waited = True
+            time.sleep(1)
+        log(f"no project service after {WAIT_FOR_PROJECT} s; making it here")
+    return ensure("project service", find,
+                  lambda: idn.create_project(name="service", domain_id="default"))
 
 
 def main():
@@ -65,11 +94,7 @@ def main():
     if spec.get("password_file"):
         with open(spec["password_file"], encoding="utf-8") as f:
             password = f.read()
-        project = ensure(
-            "project service",
-            lambda: idn.find_project("service", domain_id="default"),
-            lambda: idn.create_project(name="service", domain_id="default"),
-        )
+        project = service_project(idn, spec.get("service_project", "create"))
         user = idn.find_user(name, domain_id="default")
         if user is None:
             user = ensure(

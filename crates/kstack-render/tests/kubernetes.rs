@@ -1,5 +1,7 @@
 //! The whole default cloud rendered to Kubernetes objects: snapshot, determinism, no secrets.
 
+use std::collections::BTreeMap;
+
 use kstack_config::Config;
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
 use kstack_model::catalog::{self, Catalog};
@@ -510,6 +512,38 @@ fn keystone_registers_itself_and_others_use_kolla_toolbox() {
     assert!(glance.image.as_deref().unwrap().contains("/kolla-toolbox:"));
     let db = job("nova-api-db-create-");
     assert!(db.image.as_deref().unwrap().contains("/mariadb-server:"));
+}
+
+#[test]
+fn one_registration_makes_the_service_project_and_the_others_wait_for_it() {
+    // The registrations run in parallel; two creates of project `service` would conflict,
+    // and Keystone logs the loser's conflict as an error.
+    let r = default_cloud();
+    let mut modes = BTreeMap::new();
+    for o in &r.objects {
+        let Object::ConfigMap(cm) = o else { continue };
+        let Some(spec) = cm.data.as_ref().and_then(|d| d.get("register.json")) else {
+            continue;
+        };
+        let spec: serde_json::Value = serde_json::from_str(spec).unwrap();
+        let mode = spec.get("service_project").and_then(|m| m.as_str());
+        assert_eq!(
+            mode.is_some(),
+            spec.get("password_file").is_some(),
+            "{}: a registration with a user says who makes the project",
+            o.name()
+        );
+        if let Some(mode) = mode {
+            modes.insert(spec["name"].as_str().unwrap().to_owned(), mode.to_owned());
+        }
+    }
+    assert!(modes.len() >= 4, "{modes:?}");
+    let makers: Vec<_> = modes.iter().filter(|(_, m)| *m == "create").collect();
+    assert_eq!(makers.len(), 1, "{modes:?}");
+    assert!(
+        modes.values().all(|m| m == "create" || m == "wait"),
+        "{modes:?}"
+    );
 }
 
 #[test]
