@@ -17,7 +17,8 @@ use serde_json::Value;
 
 mod support;
 use support::{
-    Apis, admin_password, admin_token, ceph_for_cinder, real_node, reclaim_volumes, user_load,
+    Apis, admin_password, admin_token, admin_token_and_project, ceph_for_cinder, real_node,
+    reclaim_volumes, user_load,
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
@@ -178,7 +179,8 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     central_logging_holds_what_keystone_logged(&cloud, &client).await?;
-    upgrade_without_a_failed_request(&cloud, &client).await
+    upgrade_without_a_failed_request(&cloud, &client).await?;
+    service_records_are_those_of_running_services(&cloud, &client).await
 }
 
 /// OpenStack's own test suite on this cloud: `hack/tempest.sh --smoke` (tempest 43.0.0 and the
@@ -999,6 +1001,199 @@ async fn upgrade_without_a_failed_request(
     eprintln!(
         "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
         report["seconds"], load.rounds
+    );
+    Ok(())
+}
+
+/// After the deploy, tempest and the upgrade (which replaced every OpenStack pod), the service
+/// records of nova, cinder and heat and neutron's agents name only what runs: each record is up,
+/// none is left over from a replaced pod, and no service is recorded twice on one host.
+/// An operator's `openstack compute service list` shows no dead rows after a rollout.
+async fn service_records_are_those_of_running_services(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    let url = |svc: &str, port: u16| -> anyhow::Result<String> {
+        let ip = addresses
+            .get(svc)
+            .with_context(|| format!("no cluster IP for Service {svc}"))?;
+        Ok(format!("http://{ip}:{port}"))
+    };
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let password = admin_password(cloud)?;
+    let keystone = url("keystone", 5000)?;
+    let (token, project) = admin_token_and_project(&http, &keystone, &password).await?;
+    let get = |u: String| {
+        let http = http.clone();
+        let token = token.clone();
+        async move {
+            let r = http.get(&u).header("x-auth-token", token).send().await?;
+            anyhow::ensure!(r.status().is_success(), "GET {u}: HTTP {}", r.status());
+            anyhow::Ok(r.json::<Value>().await?)
+        }
+    };
+    let rows = |v: &Value, key: &str| -> anyhow::Result<Vec<Value>> {
+        Ok(v[key]
+            .as_array()
+            .with_context(|| format!("no `{key}` in {v}"))?
+            .clone())
+    };
+    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let running: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .collect();
+    let of = |service: &str| {
+        running
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(kstack_model::labels::NAME_LABEL))
+                    .is_some_and(|n| n == service)
+            })
+            .collect::<Vec<_>>()
+    };
+    let pods_of = |service: &str| -> std::collections::BTreeSet<String> {
+        of(service)
+            .into_iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    };
+    let nodes_of = |service: &str| -> std::collections::BTreeSet<String> {
+        of(service)
+            .into_iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect()
+    };
+    let mut report = Vec::new();
+
+    // nova: the scheduler and conductor under their service's name, nova-compute under its
+    // node's; every record up.
+    let nova = rows(
+        &get(format!("{}/v2.1/os-services", url("nova-api", 8774)?)).await?,
+        "services",
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &nova {
+        let (binary, host, state) = (text(r, "binary"), text(r, "host"), text(r, "state"));
+        let expected = match binary.as_str() {
+            "nova-scheduler" | "nova-conductor" => host == binary,
+            "nova-compute" => true,
+            _ => false,
+        };
+        assert!(expected, "nova service record {binary} on {host}: {r}");
+        assert_eq!(state, "up", "nova service record {binary} on {host}: {r}");
+        assert!(
+            seen.insert((binary.clone(), host.clone())),
+            "recorded twice: {r}"
+        );
+    }
+    // A compute host is its node (host network): one record per node running nova-compute.
+    let computes = seen.iter().filter(|(b, _)| b == "nova-compute").count();
+    let compute_nodes = nodes_of("nova-compute");
+    assert!(
+        (1..=compute_nodes.len()).contains(&computes),
+        "{computes} nova-compute records for the nodes {compute_nodes:?}: {nova:?}"
+    );
+    report.push(format!("nova {}", nova.len()));
+
+    // cinder: the scheduler under its service's name, cinder-volume under its node's (and
+    // backend's, `node@backend`); every record up.
+    if addresses.contains_key("cinder-api") {
+        let cinder = rows(
+            &get(format!(
+                "{}/v3/{project}/os-services",
+                url("cinder-api", 8776)?
+            ))
+            .await?,
+            "services",
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &cinder {
+            let (binary, host, state) = (text(r, "binary"), text(r, "host"), text(r, "state"));
+            let expected = match binary.as_str() {
+                "cinder-scheduler" => host == binary,
+                "cinder-volume" => true,
+                _ => false,
+            };
+            assert!(expected, "cinder service record {binary} on {host}: {r}");
+            assert_eq!(state, "up", "cinder service record {binary} on {host}: {r}");
+            assert!(
+                seen.insert((binary.clone(), host.clone())),
+                "recorded twice: {r}"
+            );
+        }
+        // cinder-volume runs on its node's network: one record per node and backend
+        // (`node@backend`).
+        let volume_hosts: std::collections::BTreeSet<&str> = seen
+            .iter()
+            .filter(|(b, _)| b == "cinder-volume")
+            .map(|(_, h)| h.split('@').next().unwrap_or_default())
+            .collect();
+        let volume_nodes = nodes_of("cinder-volume");
+        assert!(
+            (1..=volume_nodes.len()).contains(&volume_hosts.len()),
+            "cinder-volume recorded on {volume_hosts:?}, running on the nodes {volume_nodes:?}"
+        );
+        report.push(format!("cinder {}", cinder.len()));
+    }
+
+    // neutron: one live agent of each type per node.
+    let agents = rows(
+        &get(format!("{}/v2.0/agents", url("neutron-server", 9696)?)).await?,
+        "agents",
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &agents {
+        let (kind, host) = (text(a, "agent_type"), text(a, "host"));
+        assert_eq!(a["alive"], true, "neutron agent {kind} on {host}: {a}");
+        assert!(
+            seen.insert((kind.clone(), host.clone())),
+            "recorded twice: {a}"
+        );
+    }
+    // The agents run on their node's network: no more hosts than nodes run them.
+    let agent_hosts: std::collections::BTreeSet<&str> =
+        seen.iter().map(|(_, h)| h.as_str()).collect();
+    let agent_nodes = nodes_of("neutron-openvswitch-agent");
+    assert!(
+        (1..=agent_nodes.len()).contains(&agent_hosts.len()),
+        "neutron agents on {agent_hosts:?}, the Open vSwitch agent on the nodes {agent_nodes:?}"
+    );
+    report.push(format!("neutron agents {}", agents.len()));
+
+    // heat: one record per engine process, each of a running heat-engine pod (an engine that
+    // stops deletes its record).
+    if addresses.contains_key("heat-api") {
+        let engines = pods_of("heat-engine");
+        let heat = rows(
+            &get(format!("{}/v1/{project}/services", url("heat-api", 8004)?)).await?,
+            "services",
+        )?;
+        anyhow::ensure!(!heat.is_empty(), "heat has no engine records");
+        for r in &heat {
+            let (hostname, status) = (text(r, "hostname"), text(r, "status"));
+            assert!(
+                engines.contains(&hostname),
+                "heat engine record of {hostname}, not a running heat-engine pod ({engines:?}): {r}"
+            );
+            assert_eq!(status, "up", "heat engine record of {hostname}: {r}");
+        }
+        report.push(format!("heat engines {}", heat.len()));
+    }
+    eprintln!(
+        "service records after the upgrade, all up and of running services: {}",
+        report.join(", ")
     );
     Ok(())
 }

@@ -296,6 +296,16 @@ pub async fn admin_token(
     keystone: &str,
     password: &str,
 ) -> anyhow::Result<String> {
+    Ok(admin_token_and_project(http, keystone, password).await?.0)
+}
+
+/// [`admin_token`] and the id of the project it is scoped to (the admin project), which the
+/// APIs with the project in their path (cinder, heat) take.
+pub async fn admin_token_and_project(
+    http: &reqwest::Client,
+    keystone: &str,
+    password: &str,
+) -> anyhow::Result<(String, String)> {
     let body = serde_json::json!({"auth": {
         "identity": {"methods": ["password"], "password": {"user": {
             "name": "admin", "domain": {"id": "default"}, "password": password}}},
@@ -306,9 +316,15 @@ pub async fn admin_token(
         .send()
         .await?;
     anyhow::ensure!(resp.status().is_success(), "token: HTTP {}", resp.status());
-    resp.headers()
+    let token = resp
+        .headers()
         .get("x-subject-token")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .context("Keystone answered without X-Subject-Token")
+        .context("Keystone answered without X-Subject-Token")?;
+    let project = resp.json::<serde_json::Value>().await?["token"]["project"]["id"]
+        .as_str()
+        .context("the token is scoped to no project")?
+        .to_owned();
+    Ok((token, project))
 }
