@@ -3,10 +3,15 @@
 //! to prune. Pure: the observed state is read by [`crate::observe`] beforehand.
 //!
 //! Steps per service, in order: apply its config objects (ConfigMaps, Secrets, claims, Services,
-//! access control) → its bootstrap Jobs (in `after` order within the service; `needs` waits for
-//! other services to be healthy) → apply its workload → wait until it is healthy. A service's
-//! first step waits for every service in its `depends_on` to be healthy, so nothing of a
-//! service exists in the cluster before what it depends on works.
+//! access control) → its bootstrap Jobs (in `after` order within the service) → apply its
+//! workload → wait until it is healthy. The config objects go in at once (they run nothing). A
+//! Job waits for the services its task `needs` and the tasks it comes `after`, so a database
+//! Job runs as soon as the database works, beside the services the workload still waits for; a
+//! task that names neither waits for every service in the service's `depends_on`. The workload
+//! waits for its Jobs and for every service in `depends_on`: no pod of a service starts before
+//! what it depends on works. Only while a service is first installed: in an upgrade or a
+//! reconfigure its first step waits for every service in `depends_on`, as a whole, so a failed
+//! step leaves its dependents untouched.
 //!
 //! Which Jobs a deploy runs depends on each service's [`Mode`] (install, steady, upgrade) and
 //! its tasks' phases: `post` tasks run once their own service is healthy (nothing waits for
@@ -506,18 +511,27 @@ pub fn plan(
                 .map(|(i, _)| i)
                 .collect()
         };
-        let mut first_deps = vec![ns_step];
-        first_deps.extend(graph.dependencies(service).map(|d| healthy[d]));
+        let dependencies: Vec<usize> = graph.dependencies(service).map(|d| healthy[d]).collect();
+        // Only a service's first install starts before its dependencies are healthy (its config
+        // objects, and the Jobs whose tasks need less): in an upgrade or a reconfigure nothing
+        // of a service changes before what it depends on works, so a failed upgrade of keystone
+        // leaves glance, its schema included, as it was.
+        let installing = modes.get(service).is_some_and(|m| m.mode == Mode::Install);
+        let mut config_deps = vec![ns_step];
+        if !installing {
+            config_deps.extend(&dependencies);
+        }
         let config = push(
             StepKind::Config,
             Some(service),
-            first_deps,
+            config_deps,
             idx(&|d| d.role == Role::Config),
             timeout,
         );
 
-        // Bootstrap Jobs: a task's predecessors are its `after` tasks; a task without a rendered
-        // Job passes its own predecessors on, so the order holds through it.
+        // Bootstrap Jobs: a task waits for its `after` tasks and for the services it `needs`;
+        // one with neither waits for every service the service depends on. A task without a
+        // rendered Job passes its own predecessors on, so the order holds through it.
         let tasks = tasks_of(service);
         let jobs = jobs_of(service);
         let mut task_steps: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -535,6 +549,9 @@ pub fn plan(
                     deps.push(*h);
                 }
             }
+            if task.after.is_empty() && task.needs.is_empty() {
+                deps.extend(&dependencies);
+            }
             deps.sort_unstable();
             deps.dedup();
             let ends = match jobs.get(&task.name) {
@@ -550,17 +567,23 @@ pub fn plan(
         // Jobs whose task the catalog does not name still run before the workload.
         for (task, &i) in &jobs {
             if !tasks.iter().any(|t| &t.name == task) {
-                let id = push(job(task, i), Some(service), vec![config], vec![i], timeout);
+                let mut deps = vec![config];
+                deps.extend(&dependencies);
+                let id = push(job(task, i), Some(service), deps, vec![i], timeout);
                 job_steps.push(id);
             }
         }
 
+        // The workload waits for its Jobs and for every service it depends on.
         let workloads = idx(&|d| d.role == Role::Workload);
         let Some(&wl) = workloads.first() else {
             return Err(PlanError::NoWorkload(service.clone()));
         };
         let mut deps = vec![config];
         deps.extend(job_steps);
+        deps.extend(&dependencies);
+        deps.sort_unstable();
+        deps.dedup();
         let apply = push(StepKind::Workload, Some(service), deps, workloads, timeout);
         let health = push(
             StepKind::Healthy {

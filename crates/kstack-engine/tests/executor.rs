@@ -6,7 +6,7 @@ use std::time::Duration;
 use kstack_engine::fake::{Behaviour, FakeCluster};
 use kstack_engine::{Cluster, Limits, ObjectRef, Options, ServiceState, StepKind};
 use kstack_model::globals::Globals;
-use kstack_model::labels::{MANAGED_BY, NAME_LABEL};
+use kstack_model::labels::{MANAGED_BY, NAME_LABEL, TASK_LABEL};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -28,27 +28,68 @@ async fn the_default_cloud_deploys_in_dependency_order() {
     assert!(report.succeeded(), "{:#?}", report.failures);
     assert!(report.not_started.is_empty());
     let log = fake.log();
-    // Every service's first write comes after each of its dependencies became ready, and its
-    // Jobs are done before its workload is applied.
+    // No pod of a service starts before each of its dependencies became ready; each Job waits
+    // for the services its task needs (a task that names neither `needs` nor `after`: for the
+    // service's dependencies), and every Job is done before its workload is applied.
+    let ready_of = |d: &str| {
+        let wl = plan
+            .service_objects(d)
+            .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
+            .unwrap();
+        first(&log, &format!("ready {}", wl.desired.reference)).unwrap()
+    };
+    let mut early_jobs = 0;
     for service in &plan.services {
         let deps = &cfg.catalog.services[service].depends_on;
         let objects: Vec<_> = plan.service_objects(service).collect();
-        let first_write = objects
+        let workload = objects
             .iter()
-            .filter_map(|o| first(&log, &format!("apply {}", o.desired.reference)))
-            .min()
+            .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
             .unwrap();
+        let workload_apply = first(&log, &format!("apply {}", workload.desired.reference)).unwrap();
         for d in deps.iter().filter(|d| cfg.enabled.contains(*d)) {
-            let wl = plan
-                .service_objects(d)
-                .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
-                .unwrap();
-            let ready = first(&log, &format!("ready {}", wl.desired.reference)).unwrap();
             assert!(
-                ready <= first_write,
-                "{service} started before {d} was ready"
+                ready_of(d) <= workload_apply,
+                "{service}'s workload started before {d} was ready"
             );
         }
+        for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
+            let task_name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
+                .as_str()
+                .unwrap();
+            let task = cfg.catalog.services[service]
+                .bootstrap
+                .iter()
+                .find(|t| t.name == task_name)
+                .unwrap();
+            let start = first(&log, &format!("apply {}", o.desired.reference)).unwrap();
+            let waits_for: Vec<&String> = if task.needs.is_empty() && task.after.is_empty() {
+                deps.iter().collect()
+            } else {
+                task.needs.iter().collect()
+            };
+            for d in waits_for.into_iter().filter(|d| cfg.enabled.contains(*d)) {
+                assert!(
+                    ready_of(d) <= start,
+                    "{service}: Job {task_name} started before {d} was ready"
+                );
+            }
+            if deps
+                .iter()
+                .filter(|d| cfg.enabled.contains(*d))
+                .any(|d| start < ready_of(d))
+            {
+                early_jobs += 1;
+            }
+        }
+    }
+    // Database Jobs ran beside the services their service's workload waited for.
+    assert!(
+        early_jobs > 0,
+        "no Job ran before its service's dependencies were ready"
+    );
+    for service in &plan.services {
+        let objects: Vec<_> = plan.service_objects(service).collect();
         let wl = objects
             .iter()
             .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
@@ -234,8 +275,9 @@ async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start
     assert!(message.contains("Readiness probe failed"), "{message}");
     // The per-service timeout applied, not the default.
     assert!(start.elapsed() < Duration::from_secs(600));
-    // Every service depending on keystone, directly or not, was not started: nothing of it
-    // exists in the cluster.
+    // Every service depending on keystone, directly or not, was not started: no workload of
+    // it and no Job of a task needing keystone exists in the cluster (a database Job, which
+    // needs only MariaDB, may have run).
     for dependent in [
         "glance-api",
         "nova-api",
@@ -247,17 +289,28 @@ async fn a_service_that_never_becomes_ready_fails_and_its_dependents_never_start
             report
                 .not_started
                 .iter()
-                .any(|s| s == &format!("{dependent}: config")),
+                .any(|s| s == &format!("{dependent}: workload")),
             "{dependent} not listed: {:?}",
             report.not_started
         );
+        let present: Vec<String> = fake
+            .objects()
+            .into_iter()
+            .filter(|r| matches!(r.kind.as_str(), "Deployment" | "StatefulSet" | "DaemonSet"))
+            .filter(|r| fake.object(r).unwrap()["metadata"]["labels"][NAME_LABEL] == dependent)
+            .map(|r| format!("{} {}", r.kind, r.name))
+            .collect();
         assert!(
-            !fake
-                .objects()
-                .iter()
-                .any(|r| fake.object(r).unwrap()["metadata"]["labels"][NAME_LABEL] == dependent),
-            "{dependent} has objects in the cluster"
+            present.is_empty(),
+            "{dependent} runs in the cluster: {present:?}"
         );
+        let register = fake.objects().into_iter().any(|r| {
+            let o = fake.object(&r).unwrap();
+            r.kind == "Job"
+                && o["metadata"]["labels"][NAME_LABEL] == dependent
+                && o["metadata"]["labels"][TASK_LABEL] == "register"
+        });
+        assert!(!register, "{dependent}'s registration ran without keystone");
     }
     // Services that do not depend on keystone were deployed all the same.
     assert!(
