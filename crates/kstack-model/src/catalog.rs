@@ -372,6 +372,23 @@ pub struct Healthcheck {
     pub retries: u32,
     #[serde(default = "five")]
     pub start_period_secs: u32,
+    /// Seconds between checks while the container starts (Docker's `start_interval`), until
+    /// the first success: how soon a started service is seen ready, which every service that
+    /// waits for it pays. Absent: [`Healthcheck::start_interval`]'s default by kind of check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_interval_secs: Option<u32>,
+}
+
+impl Healthcheck {
+    /// The interval of checks while the container starts: `start_interval_secs`, else 2 s for
+    /// an HTTP check (a request the service answers at once) and 5 s for a command run in the
+    /// container (some start a runtime each time: RabbitMQ's runs Erlang's CLI).
+    pub fn start_interval(&self) -> u32 {
+        self.start_interval_secs.unwrap_or(match self.test {
+            HealthTest::Http { .. } => 2,
+            HealthTest::Exec { .. } => 5,
+        })
+    }
 }
 
 fn thirty() -> u32 {

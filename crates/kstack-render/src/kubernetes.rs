@@ -74,10 +74,10 @@ use crate::{Object, Rendered};
 pub mod keys;
 pub mod rbac;
 
-/// Startup probe: wait up to `STARTUP_FAILURES * STARTUP_PERIOD` seconds (10 min) for the first
-/// success, because a first start may run migrations or wait for the database.
-const STARTUP_PERIOD: i32 = 10;
-const STARTUP_FAILURES: i32 = 60;
+/// Startup probe: wait up to `STARTUP_SECS` (10 min) for the first success, because a first
+/// start may run migrations or wait for the database, checking every
+/// [`catalog::Healthcheck::start_interval`] seconds from the start.
+const STARTUP_SECS: u32 = 600;
 /// How much longer than readiness the liveness probe waits (timeout and failures) before a
 /// restart: with Kolla's timings, 60 s per check and 6 failures, 3 min of a failing check.
 const LIVENESS_SLACK: i32 = 2;
@@ -156,11 +156,14 @@ fn probes(h: &catalog::Healthcheck) -> (Probe, Probe, Probe) {
         failure_threshold: Some(secs(h.retries)),
         ..probe(h)
     };
+    // The first check as soon as the container runs and then every start interval, so that a
+    // service is seen ready within that interval of being so (Kolla's start period, a grace
+    // time for failures, is the threshold's 10 minutes here).
+    let interval = h.start_interval().max(1);
     let startup = Probe {
-        initial_delay_seconds: Some(secs(h.start_period_secs)),
-        period_seconds: Some(STARTUP_PERIOD),
+        period_seconds: Some(secs(interval)),
         timeout_seconds: Some(secs(h.timeout_secs)),
-        failure_threshold: Some(STARTUP_FAILURES),
+        failure_threshold: Some(secs(STARTUP_SECS.div_ceil(interval))),
         ..probe(h)
     };
     // Docker only marks a container unhealthy; a failed liveness probe restarts it. A busy
