@@ -1129,6 +1129,22 @@ mod tests {
     }
 
     #[test]
+    fn start_intervals_are_short_for_http_checks_and_longer_for_commands() {
+        let c = Catalog::builtin().unwrap();
+        let check = |s: &str| c.services[s].containers[0].healthcheck.clone().unwrap();
+        assert_eq!(check("keystone").start_interval(), 2);
+        assert_eq!(check("rabbitmq").start_interval(), 5);
+        let mut h = check("keystone");
+        h.start_interval_secs = Some(7);
+        assert_eq!(h.start_interval(), 7);
+        let parsed: Healthcheck = serde_saphyr::from_str(
+            "test: { http: { port: 1, path: / } }\nstart_interval_secs: 3\n",
+        )
+        .unwrap();
+        assert_eq!(parsed.start_interval(), 3);
+    }
+
+    #[test]
     fn privileges_only_where_the_reference_needs_them() {
         let c = builtin();
         let privileged: BTreeSet<&str> = c
