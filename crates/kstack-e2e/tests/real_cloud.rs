@@ -153,13 +153,15 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     // The guest reported its lease, the metadata of this very server (checked against the
     // server's id, name and port address) and its SSH server on its console; verify logged in
     // at its floating IP with the run's key, pinged from there a second server on another
-    // network behind the same router, and wrote and read back the attached volume.
+    // network (which got its metadata through that network's DHCP port before the network was
+    // attached to the same router), and wrote and read back the attached volume.
     assert!(
         server["detail"]
             .as_str()
             .is_some_and(|d| d.contains("got its lease")
                 && d.contains("its metadata")
                 && d.contains("logged in over SSH")
+                && d.contains("its metadata through the network's DHCP port")
                 && d.contains("answered the first one's ping")
                 && d.contains("read back on the guest as /dev/vdb")),
         "{server}"

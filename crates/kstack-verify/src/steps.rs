@@ -50,6 +50,15 @@ pub(crate) struct Session {
     pub catalog: Vec<Value>,
 }
 
+/// The second tenant network of a run with a guest, and the router it joins later.
+#[derive(Clone)]
+struct SecondNetwork {
+    network: String,
+    subnet: String,
+    name: String,
+    router: String,
+}
+
 /// The state of one verify run.
 pub(crate) struct Run<'a> {
     pub s: &'a Settings,
@@ -66,8 +75,9 @@ pub(crate) struct Run<'a> {
     pub created: Vec<Created>,
     image_id: Option<String>,
     network_id: Option<String>,
-    /// With a guest: a second network behind the same router.
-    second_network: Option<String>,
+    /// With a guest: a second network, isolated (no router) until its server has read its
+    /// metadata through the network's DHCP port, then attached to the router.
+    second_network: Option<SecondNetwork>,
     flavor_id: Option<String>,
     /// The external network the router's gateway is on (id), when the cloud has one.
     external_id: Option<String>,
@@ -646,11 +656,16 @@ impl<'a> Run<'a> {
         let second = match (&self.s.guest, next_subnet(&cidr)) {
             (Some(_), Some(cidr_b)) => {
                 let name_b = format!("{name}-b");
-                let net_b = self
-                    .routed_network(&token, &v2, &router, &name_b, &cidr_b)
-                    .await?;
-                self.second_network = Some(net_b);
-                format!(", a second network {name_b} ({cidr_b}) on the same router")
+                let (network, subnet) = self.tenant_network(&token, &v2, &name_b, &cidr_b).await?;
+                self.second_network = Some(SecondNetwork {
+                    network,
+                    subnet,
+                    name: name_b.clone(),
+                    router: router.clone(),
+                });
+                format!(
+                    ", a second network {name_b} ({cidr_b}), without a router until its server has its metadata"
+                )
             }
             _ => String::new(),
         };
@@ -686,6 +701,20 @@ impl<'a> Run<'a> {
         name: &str,
         cidr: &str,
     ) -> Result<String, Failure> {
+        let (net, subnet) = self.tenant_network(token, v2, name, cidr).await?;
+        self.attach(token, v2, router, name, &subnet).await?;
+        Ok(net)
+    }
+
+    /// A network named `name` with the IPv4 subnet `cidr` (both recorded for the cleanup): the
+    /// network's and the subnet's ids.
+    async fn tenant_network(
+        &mut self,
+        token: &str,
+        v2: &str,
+        name: &str,
+        cidr: &str,
+    ) -> Result<(String, String), Failure> {
         let (net, _) = self
             .create(
                 token,
@@ -704,6 +733,19 @@ impl<'a> Run<'a> {
                 json!({ "name": name, "network_id": net, "ip_version": 4, "cidr": cidr }),
             )
             .await?;
+        Ok((net, subnet))
+    }
+
+    /// Attaches `subnet` (of the network `name`) to `router`, recorded for the cleanup, which
+    /// removes the interface before the subnet.
+    async fn attach(
+        &mut self,
+        token: &str,
+        v2: &str,
+        router: &str,
+        name: &str,
+        subnet: &str,
+    ) -> Result<(), Failure> {
         let attach = json!({ "subnet_id": subnet });
         self.api
             .call(
@@ -716,12 +758,12 @@ impl<'a> Run<'a> {
         self.created.push(Created {
             kind: Kind::RouterInterface,
             name: name.to_owned(),
-            id: subnet,
+            id: subnet.to_owned(),
             url: format!("{v2}/routers/{router}/remove_router_interface"),
             owner: Owner::User,
             body: Some(attach),
         });
-        Ok(net)
+        Ok(())
     }
 
     /// The external network to put the router's gateway on: the one `--external-network`
@@ -857,11 +899,11 @@ impl<'a> Run<'a> {
         let (id, url) = self.boot(&token, &nova, &server).await?;
         let booted = Instant::now();
         // The second server boots beside the first (same key and security group).
-        let second = match (&key, self.second_network.clone()) {
+        let second = match (&key, self.second_network.as_ref()) {
             (Some(_), Some(net_b)) => {
                 let mut b = server.clone();
                 b["name"] = json!(format!("{}-b", self.s.prefix));
-                b["networks"] = json!([{ "uuid": net_b }]);
+                b["networks"] = json!([{ "uuid": net_b.network }]);
                 Some(self.boot(&token, &nova, &b).await?)
             }
             _ => None,
@@ -870,7 +912,9 @@ impl<'a> Run<'a> {
         let active = secs(booted);
         let (guest, session) = match &key {
             Some(key) => {
-                let mut detail = self.guest(&token, &url, &id, &self.s.prefix).await?;
+                let mut detail = self
+                    .guest(&token, &url, &id, &self.s.prefix, "the router")
+                    .await?;
                 let session = match self.external_id.clone() {
                     Some(ext) => {
                         let (d, session) = self.login(&token, &id, &ext, key).await?;
@@ -892,7 +936,16 @@ impl<'a> Run<'a> {
             (Some((id_b, url_b)), Some(session)) => {
                 self.wait_active(&token, id_b, url_b).await?;
                 let name_b = format!("{}-b", self.s.prefix);
-                self.guest(&token, url_b, id_b, &name_b).await?;
+                // Its network has no router yet: the metadata came through the DHCP port.
+                self.guest(&token, url_b, id_b, &name_b, "its network's DHCP port")
+                    .await?;
+                let net_b = self
+                    .second_network
+                    .clone()
+                    .ok_or_else(|| Failure::check("the second network is gone".to_owned()))?;
+                let v2 = format!("{}/v2.0", self.endpoint(self.user()?, "network")?);
+                self.attach(&token, &v2, &net_b.router, &net_b.name, &net_b.subnet)
+                    .await?;
                 let d = self.ping_across(session, &token, id_b, url_b).await?;
                 self.delete_and_wait(Kind::Server, url_b, &token).await?;
                 d
@@ -1015,26 +1068,37 @@ impl<'a> Run<'a> {
             .next()
             .ok_or_else(|| Failure::check(format!("server {id_b} has no address")))?;
         let started = Instant::now();
+        // The router's new port may take a few seconds to pass traffic: the first reply within
+        // 30 s.
         let (status, out) = session
-            .run(&format!("ping -c 3 -W 5 {address}"), COMMAND_TIMEOUT * 4)
+            .run(&format!("ping -c 1 -w 30 {address}"), COMMAND_TIMEOUT * 4)
             .await
             .map_err(|e| Failure::check(format!("no SSH: {e}")))?;
         if status != 0 {
             let last: Vec<&str> = out.lines().rev().take(2).collect();
             return Err(Failure::check(format!(
-                "no route between the tenant networks: `ping -c 3 {address}` (server {id_b}, the second network) from the first guest exited {status}: {}",
+                "no route between the tenant networks: `ping -c 1 -w 30 {address}` (server {id_b}, the second network) from the first guest exited {status}: {}",
                 last.into_iter().rev().collect::<Vec<_>>().join(" | ")
             )));
         }
         Ok(format!(
-            "; the second server, on the other network behind the same router, got its lease and metadata too and answered the first one's ping at {address} ({:.1} s)",
+            "; the second server, on a network without a router, got its lease and its metadata through the network's DHCP port, and once that network was attached to the same router answered the first one's ping at {address} ({:.1} s)",
             secs(started)
         ))
     }
 
     /// Reads the guest's console until it has reported its lease, its metadata and its SSH
     /// server, or given up on one of them; a failure names the first layer it did not reach.
-    async fn guest(&self, token: &str, url: &str, id: &str, name: &str) -> Result<String, Failure> {
+    /// `via` says what the metadata came through (the router, or the DHCP port of a network
+    /// without one).
+    async fn guest(
+        &self,
+        token: &str,
+        url: &str,
+        id: &str,
+        name: &str,
+        via: &str,
+    ) -> Result<String, Failure> {
         let started = Instant::now();
         let deadline = started + self.s.timeout;
         let action = format!("{url}/action");
@@ -1083,7 +1147,7 @@ impl<'a> Run<'a> {
         }
         let lease = console.lease.map(|l| l.address).unwrap_or_default();
         Ok(format!(
-            "the guest got its lease {lease} and its metadata (its instance id, hostname) through the router and started SSH {:.1} s after ACTIVE",
+            "the guest got its lease {lease} and its metadata (its instance id, hostname) through {via} and started SSH {:.1} s after ACTIVE",
             secs(started)
         ))
     }
