@@ -35,6 +35,18 @@ fn unmodified_kolla_ansible_globals_loads_with_warnings_only() {
 }
 
 #[test]
+fn every_kstack_setting_is_known_and_draws_no_warning() {
+    // Each `kstack_*` variable docs/SETTINGS.md lists, with a valid value.
+    let text = "---\nkubernetes_namespace: openstack\nkstack_role_label_prefix: kstack.io/role-\n\
+        kstack_storage_class: local\nkstack_replicas: {keystone: 1}\n\
+        kstack_resources: {}\nkstack_timeouts: {default: 600}\nkstack_history_limit: 5\n\
+        kstack_pod_labels: {keystone: {team: identity}}\n";
+    let (globals, diags) = load_globals(text);
+    assert!(globals.is_some(), "{}", render_plain(&diags));
+    assert!(diags.is_empty(), "{}", render_plain(&diags));
+}
+
+#[test]
 fn wrong_types_are_all_reported_with_lines() {
     let text = "---\nopenstack_release: [1]\nenable_nova: maybe\nkolla_base_distro: gentoo\nkstack_replicas:\n  nova: three\nenable_keystone: yes\n";
     let (globals, diags) = load_globals(text);

@@ -177,6 +177,7 @@ pub fn known_keys() -> Vec<String> {
             "openstack_tag",
             "kolla_internal_vip_address",
             "kstack_storage_class",
+            "kstack_history_limit",
             "fernet_key_rotation_interval",
             "victoria_logs_retention_period",
         ]
