@@ -1068,16 +1068,22 @@ impl<'a> Run<'a> {
             .next()
             .ok_or_else(|| Failure::check(format!("server {id_b} has no address")))?;
         let started = Instant::now();
-        // The router's new port may take a few seconds to pass traffic: the first reply within
-        // 30 s.
+        // The router's new port may take a few seconds to pass traffic: a ping every second or
+        // two until the first reply, for up to 40 s (the guest's busybox ping stops after its
+        // count of pings, replied or not); the last one's statistics for the report.
         let (status, out) = session
-            .run(&format!("ping -c 1 -w 30 {address}"), COMMAND_TIMEOUT * 4)
+            .run(
+                &format!(
+                    "i=0; while [ $i -lt 20 ]; do ping -c 1 -W 1 {address} >/dev/null 2>&1 && exit 0; sleep 1; i=$((i+1)); done; ping -c 1 -W 1 {address}"
+                ),
+                COMMAND_TIMEOUT * 4,
+            )
             .await
             .map_err(|e| Failure::check(format!("no SSH: {e}")))?;
         if status != 0 {
             let last: Vec<&str> = out.lines().rev().take(2).collect();
             return Err(Failure::check(format!(
-                "no route between the tenant networks: `ping -c 1 -w 30 {address}` (server {id_b}, the second network) from the first guest exited {status}: {}",
+                "no route between the tenant networks: no reply to `ping {address}` in 40 s (server {id_b}, the second network) from the first guest, exit {status}: {}",
                 last.into_iter().rev().collect::<Vec<_>>().join(" | ")
             )));
         }
