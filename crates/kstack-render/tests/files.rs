@@ -489,3 +489,40 @@ fn a_galera_clusters_reads_see_the_writes_any_server_committed_and_a_single_serv
         assert_eq!(mysqld.contains("wsrep_sync_wait = 1\n"), waits, "{galera}");
     }
 }
+
+#[test]
+fn a_catalog_without_a_port_kstack_addresses_is_an_error_not_a_default() {
+    // The loader refuses such a catalog (kstack-model's validation); a catalog built without it
+    // still gets no number the renderer made up, on either target.
+    let mut config = config(&[]);
+    config
+        .catalog
+        .services
+        .get_mut("keystone")
+        .unwrap()
+        .ports
+        .retain(|p| p.name != "api");
+    let want = RenderError::MissingPort {
+        service: "keystone".into(),
+        port: "api".into(),
+    };
+    for target in [Target::Kubernetes, Target::Compose] {
+        assert_eq!(render_files(&config, target).unwrap_err(), want);
+        assert_eq!(
+            kstack_render::tasks::keystone_url(&config, target).unwrap_err(),
+            want
+        );
+    }
+    assert_eq!(
+        kstack_render::kubernetes::render(&config).unwrap_err(),
+        want
+    );
+    assert_eq!(
+        kstack_render::compose::render(&config).unwrap_err(),
+        kstack_render::compose::ComposeError::Render(want.clone())
+    );
+    assert_eq!(
+        want.to_string(),
+        "service keystone: the catalog has no port named `api`, which kstack addresses the service by; add `{ name: api, port: <number> }` to `services.keystone.ports` in catalog.yml"
+    );
+}

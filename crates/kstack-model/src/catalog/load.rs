@@ -85,6 +85,10 @@ pub enum CatalogIssue {
         service: String,
         field: &'static str,
     },
+    #[error(
+        "service `{service}` has no port named `{port}`, which kstack addresses it by: add `{{ name: {port}, port: <number> }}` to `services.{service}.ports` (an operator catalog's `ports` replaces the whole built-in list)"
+    )]
+    MissingPort { service: String, port: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -196,9 +200,28 @@ impl Catalog {
         }
     }
 
-    /// Check references between services and bootstrap tasks; collects every problem.
+    /// The number of `service`'s port named `name`, when the catalog declares it.
+    pub fn port(&self, service: &str, name: &str) -> Option<u16> {
+        self.services
+            .get(service)?
+            .ports
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.port)
+    }
+
+    /// Check references between services and bootstrap tasks, and that every port kstack
+    /// addresses a service by ([`ADDRESSED_PORTS`]) is declared; collects every problem.
     pub fn validate(&self) -> Result<(), CatalogError> {
         let mut issues = Vec::new();
+        for (service, port) in ADDRESSED_PORTS {
+            if self.port(service, port).is_none() {
+                issues.push(CatalogIssue::MissingPort {
+                    service: (*service).to_owned(),
+                    port: (*port).to_owned(),
+                });
+            }
+        }
         for (name, s) in &self.services {
             if s.containers.is_empty() {
                 issues.push(CatalogIssue::NoContainers {
@@ -666,6 +689,26 @@ services:
         );
         assert_eq!(merged.services["barbican-api"].role, Role::Control);
         assert_eq!(merged.services.len(), 29);
+    }
+
+    #[test]
+    fn an_overlay_dropping_a_port_kstack_addresses_is_refused() {
+        // The operator lists keystone's ports without `api`: no number is assumed for it.
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            "services:\n  keystone:\n    ports: [{ name: public, port: 5000 }]\n",
+        )
+        .unwrap();
+        let err = Catalog::merge(builtin(), overlay).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service `keystone` has no port named `api`, which kstack addresses it by: add `{ name: api, port: <number> }` to `services.keystone.ports` (an operator catalog's `ports` replaces the whole built-in list)"
+        );
+        // Every port in the table is declared by the built-in catalog.
+        let c = builtin();
+        for (service, port) in ADDRESSED_PORTS {
+            assert!(c.port(service, port).is_some(), "{service}/{port}");
+        }
     }
 
     #[test]

@@ -50,6 +50,30 @@ pub use load::{CatalogError, CatalogIssue};
 /// The built-in catalog file, as shipped.
 pub const BUILTIN_YAML: &str = include_str!("../../catalog/services.yaml");
 
+/// The ports kstack addresses services by, as (service, port name): the config files' addresses
+/// (`database_port`, `transport_url`, `keystone_internal_url`, ...), the bootstrap tasks' and
+/// `kstack verify`'s URLs. Their numbers live only in the catalog; every catalog, the built-in
+/// one and an operator's merged over it, must declare each of them ([`Catalog::validate`]), so
+/// the renderer never falls back to a number of its own.
+pub const ADDRESSED_PORTS: &[(&str, &str)] = &[
+    ("mariadb", "mysql"),
+    ("mariadb", "position"),
+    ("rabbitmq", "amqp"),
+    ("memcached", "memcached"),
+    ("victoria-logs", "http"),
+    ("keystone", "api"),
+    ("glance-api", "api"),
+    ("placement-api", "api"),
+    ("nova-api", "api"),
+    ("nova-api", "metadata"),
+    ("nova-novncproxy", "novnc"),
+    ("neutron-server", "api"),
+    ("heat-api", "api"),
+    ("heat-api-cfn", "api"),
+    ("cinder-api", "api"),
+    ("horizon", "http"),
+];
+
 /// A whole catalog: services by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
