@@ -45,6 +45,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         } => (service, Some(unknown.as_str())),
         CatalogIssue::PhaseOrder { service, after, .. } => (service, Some(after.as_str())),
         CatalogIssue::UnknownTaskCondition { service, var, .. } => (service, Some(var.as_str())),
+        CatalogIssue::UnknownPlaceholder { service, env, .. } => (service, Some(env.as_str())),
         CatalogIssue::NoContainers { service } | CatalogIssue::MissingField { service, .. } => {
             (service, None)
         }
@@ -68,7 +69,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
         | CatalogIssue::PhaseOrder { .. }
-        | CatalogIssue::UnknownTaskCondition { .. } => format!("services.{service}.bootstrap"),
+        | CatalogIssue::UnknownTaskCondition { .. }
+        | CatalogIssue::UnknownPlaceholder { .. } => format!("services.{service}.bootstrap"),
         CatalogIssue::NoContainers { .. }
         | CatalogIssue::UnknownFact { .. }
         | CatalogIssue::BadOwner { .. }

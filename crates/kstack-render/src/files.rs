@@ -200,6 +200,15 @@ pub enum RenderError {
         "service {service}: the catalog has no port named `{port}`, which kstack addresses the service by; add `{{ name: {port}, port: <number> }}` to `services.{service}.ports` in catalog.yml"
     )]
     MissingPort { service: String, port: String },
+    /// A bootstrap task's env names a placeholder kstack does not fill (a catalog built
+    /// without validation, which refuses it).
+    #[error("service {service}, bootstrap task {task}, env `{env}`: {message}")]
+    UnknownPlaceholder {
+        service: String,
+        task: String,
+        env: String,
+        message: String,
+    },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Override {

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use kstack_config::Config;
-use kstack_model::catalog::{self, BootstrapKind};
+use kstack_model::catalog::{self, BootstrapKind, EnvPiece};
 
 use crate::escape;
 use crate::files::{self, ContainerFiles, RenderError, RenderedFile, Target};
@@ -181,7 +181,11 @@ pub fn task_spec(
         secret: true,
     };
     match &t.task {
-        BootstrapKind::KollaBootstrap { container } => {
+        BootstrapKind::KollaBootstrap {
+            container,
+            env: task_env,
+            secret_env,
+        } => {
             let c = match container {
                 Some(n) => service
                     .containers
@@ -193,8 +197,13 @@ pub fn task_spec(
             let mut env = kolla_env(config, &c.name);
             // Present but empty: the image's extend_start runs its bootstrap branch, exits 0.
             env.insert("KOLLA_BOOTSTRAP".into(), String::new());
-            env.extend(bootstrap_literal_env(config, target, service)?);
-            let secret_env = bootstrap_secret_env(service);
+            for (var, value) in task_env {
+                env.insert(
+                    var.clone(),
+                    fill_task_env(config, target, name, &t.name, var, value)?,
+                );
+            }
+            let secret_env = secret_env.clone();
             Ok(TaskSpec {
                 service: name.to_owned(),
                 task: t.name.clone(),
@@ -604,46 +613,45 @@ pub fn redacted_kolla_start<'a>(env_names: impl Iterator<Item = &'a str>) -> Vec
     ]
 }
 
-/// Env from passwords.yml the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).
-fn bootstrap_secret_env(service: &catalog::Service) -> BTreeMap<String, String> {
-    let keys: &[(&str, &str)] = match service.project.as_str() {
-        "mariadb" => &[("DB_ROOT_PASSWORD", "database_password")],
-        "rabbitmq" => &[("RABBITMQ_CLUSTER_COOKIE", "rabbitmq_cluster_cookie")],
-        "heat" => &[
-            ("HEAT_DOMAIN_ADMIN_PASSWORD", "heat_domain_admin_password"),
-            ("OS_PASSWORD", "keystone_admin_password"),
-        ],
-        _ => &[],
-    };
-    keys.iter()
-        .map(|(e, k)| ((*e).to_owned(), (*k).to_owned()))
-        .collect()
-}
-
-/// Plain env the Kolla bootstrap of some images reads.
-fn bootstrap_literal_env(
+/// A `kolla_bootstrap` task's env value from the catalog with its placeholders
+/// ([`catalog::TASK_ENV_PLACEHOLDERS`]) filled for the cloud and `target`.
+fn fill_task_env(
     config: &Config,
     target: Target,
-    service: &catalog::Service,
-) -> Result<BTreeMap<String, String>, RenderError> {
+    service: &str,
+    task: &str,
+    var: &str,
+    value: &str,
+) -> Result<String, RenderError> {
     let g = &config.globals;
-    let pairs: Vec<(&str, String)> = match service.project.as_str() {
-        "mariadb" => vec![("DB_MAX_TIMEOUT", "60".into())],
-        // heat's bootstrap creates its domain through Keystone as the admin.
-        "heat" => vec![
-            ("OS_AUTH_URL", keystone_url(config, target)?),
-            ("OS_IDENTITY_API_VERSION", "3".into()),
-            ("OS_USERNAME", g.keystone_admin_user.clone()),
-            ("OS_PROJECT_NAME", g.keystone_admin_project.clone()),
-            ("OS_USER_DOMAIN_NAME", "Default".into()),
-            ("OS_PROJECT_DOMAIN_NAME", "Default".into()),
-            ("OS_REGION_NAME", g.openstack_region_name.clone()),
-            ("OS_INTERFACE", "internal".into()),
-            ("OS_ENDPOINT_TYPE", "internalURL".into()),
-        ],
-        _ => Vec::new(),
+    let unknown = |message: String| RenderError::UnknownPlaceholder {
+        service: service.to_owned(),
+        task: task.to_owned(),
+        env: var.to_owned(),
+        message,
     };
-    Ok(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    let mut out = String::new();
+    for piece in catalog::task_env_pieces(value).map_err(|e| unknown(e.to_string()))? {
+        match piece {
+            EnvPiece::Text(text) => out.push_str(text),
+            EnvPiece::Placeholder("keystone_internal_url") => {
+                out.push_str(&keystone_url(config, target)?);
+            }
+            EnvPiece::Placeholder("keystone_admin_user") => out.push_str(&g.keystone_admin_user),
+            EnvPiece::Placeholder("keystone_admin_project") => {
+                out.push_str(&g.keystone_admin_project);
+            }
+            EnvPiece::Placeholder("openstack_region_name") => {
+                out.push_str(&g.openstack_region_name);
+            }
+            EnvPiece::Placeholder(other) => {
+                return Err(unknown(format!(
+                    "`{{{other}}}` has no value in the renderer"
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Quotes a word for bash when it holds anything but plain characters.

@@ -80,6 +80,13 @@ pub enum CatalogIssue {
         task: String,
         var: String,
     },
+    #[error("service `{service}`: bootstrap task `{task}`, env `{env}`: {message}")]
+    UnknownPlaceholder {
+        service: String,
+        task: String,
+        env: String,
+        message: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
@@ -296,6 +303,18 @@ impl Catalog {
             }
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
+                if let BootstrapKind::KollaBootstrap { env, .. } = &t.task {
+                    for (var, value) in env {
+                        if let Err(e) = task_env_pieces(value) {
+                            issues.push(CatalogIssue::UnknownPlaceholder {
+                                service: name.clone(),
+                                task: t.name.clone(),
+                                env: var.clone(),
+                                message: e.to_string(),
+                            });
+                        }
+                    }
+                }
                 if let Some(var) = &t.when
                     && !known_condition(var)
                 {
@@ -792,6 +811,42 @@ services:
             .flat_map(|s| s.bootstrap.iter().map(|t| t.phase))
             .collect();
         assert_eq!(phases.len(), 5, "{phases:?}");
+    }
+
+    #[test]
+    fn a_bootstrap_env_placeholder_kstack_does_not_fill_is_reported() {
+        let text = BUILTIN_YAML.replace("{keystone_admin_project}", "{keystone_admin_tenant}");
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "service `heat-api`: bootstrap task `db-sync`, env `OS_PROJECT_NAME`: `{{keystone_admin_tenant}}` is not a value kstack fills; known: {}",
+                TASK_ENV_PLACEHOLDERS.join(", ")
+            )
+        );
+        assert_eq!(
+            task_env_pieces("{keystone_internal_url}/v3 in {openstack_region_name}").unwrap(),
+            [
+                EnvPiece::Placeholder("keystone_internal_url"),
+                EnvPiece::Text("/v3 in "),
+                EnvPiece::Placeholder("openstack_region_name"),
+            ]
+        );
+        assert_eq!(task_env_pieces("60").unwrap(), [EnvPiece::Text("60")]);
+        assert_eq!(
+            task_env_pieces("{keystone_admin_user").unwrap_err().name,
+            "keystone_admin_user"
+        );
+        // Every placeholder is used by the built-in catalog.
+        let c = builtin();
+        for p in TASK_ENV_PLACEHOLDERS {
+            let used = c.services.values().flat_map(|s| &s.bootstrap).any(|t| {
+                matches!(&t.task, BootstrapKind::KollaBootstrap { env, .. }
+                    if env.values().any(|v| v.contains(&format!("{{{p}}}"))))
+            });
+            assert!(used, "{p}");
+        }
     }
 
     #[test]
