@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks, for each base distribution of the Kolla images (kolla_base_distro: rocky, centos,
-# debian, ubuntu), that the config.json kstack renders for each container (command, config file
+# Checks, for each base distribution of the Kolla images (every kolla_base_distro kstack knows,
+# as `kstack template --distro-facts` prints kstack-model's table; this script keeps no list of
+# its own), that the config.json kstack renders for each container (command, config file
 # destinations, owners and modes, permissions) and the distribution-dependent paths of its
 # config files match what kolla-ansible 2025.1 renders for the same distribution and globals.yml.
 # Both targets are checked (Kubernetes and Compose). Differences kstack makes on purpose are
@@ -45,7 +46,11 @@ quiet() {
 # The passwords do not depend on the distribution: generated once (the SSH keys take seconds).
 quiet "$kstack" init "$work/passwords"
 quiet "$kstack" genpwd --config-dir "$work/passwords"
-for distro in rocky centos debian ubuntu; do
+# The distributions: kstack's table (compare.py reads the same file).
+"$kstack" template --distro-facts >"$work/distro-facts.json"
+distros=$("$venv/bin/python" -c 'import json, sys; print(" ".join(d["name"] for d in json.load(open(sys.argv[1]))))' \
+  "$work/distro-facts.json")
+for distro in $distros; do
   dir=$work/$distro
   quiet "$kstack" init "$dir/etc"
   # kolla-ansible needs the internal VIP; as its only host's API address it is also where the

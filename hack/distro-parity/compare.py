@@ -2,7 +2,9 @@
 
     python compare.py KOLLA_ANSIBLE_DIR KNOWN_DIFFERENCES WORK
 
-hack/distro-parity.sh renders kstack's files for each distribution into WORK/<distro>/: the
+hack/distro-parity.sh renders kstack's files for each distribution into WORK/<distro>/ (the
+distributions are kstack's own table, which the script saved from `kstack template
+--distro-facts` as WORK/distro-facts.json; this file keeps no list of its own): the
 config directory `etc/` (its globals.yml sets kolla_base_distro), the Kubernetes target's
 `--config-files` tree `kubernetes/<service>/<container>/` and the Compose target's
 `compose/config/<service>/<container>/`. For each distribution this renders kolla-ansible's
@@ -43,7 +45,8 @@ from pathlib import Path
 
 from kolla_render import KollaAnsible, RenderError, UsageError, load_entries, load_yaml
 
-DISTROS = ("rocky", "centos", "debian", "ubuntu")
+# The distributions compared, in kstack's order: set by main from WORK/distro-facts.json.
+DISTROS = ()
 TARGETS = {"kubernetes": "kubernetes", "compose": "compose/config"}
 KINDS = {
     "command": "command",
@@ -273,6 +276,18 @@ def report(diffs, covered, problems, summary_lines, kolla):
     return 0
 
 
+def load_distros(path):
+    """The names of the distributions in `kstack template --distro-facts`'s output."""
+    try:
+        facts = json.loads(path.read_text())
+        names = tuple(d["name"] for d in facts)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise UsageError(f"{path}: not the output of kstack template --distro-facts: {e}")
+    if not names:
+        raise UsageError(f"{path}: no distribution")
+    return names
+
+
 def kstack_renders(work):
     """kstack's rendered containers per (distribution, target)."""
     found = {}
@@ -334,6 +349,8 @@ def main(argv):
     ansible_dir, known_path, work = (Path(a) for a in argv)
     if not (ansible_dir / "group_vars" / "all.yml").exists():
         raise UsageError(f"{ansible_dir}: not kolla-ansible's ansible directory")
+    global DISTROS
+    DISTROS = load_distros(work / "distro-facts.json")
     entries = load_known(known_path)
     kolla = KollaAnsible(ansible_dir)
     kstack = kstack_renders(work)

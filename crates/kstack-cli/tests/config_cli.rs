@@ -230,3 +230,31 @@ fn config_dir_works_before_or_after_the_sub_command_and_refused_settings_exit_2(
         "{stderr}"
     );
 }
+
+#[test]
+fn template_distro_facts_prints_the_distribution_table_without_a_config_dir() {
+    // hack/distro-parity.sh reads the distributions from here; no config directory is needed.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kstack"))
+        .args(["template", "--distro-facts"])
+        .current_dir(tmp.path())
+        .env_remove("KSTACK_CONFIG_DIR")
+        .output()
+        .expect("run kstack");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(facts.len(), kstack_model::distro::ALL.len());
+    for (got, d) in facts.iter().zip(kstack_model::distro::ALL) {
+        assert_eq!(got["name"], d.name);
+        assert_eq!(got["version"], d.version);
+        assert_eq!(got["apache_command"], d.apache_command);
+        assert_eq!(got["galera_provider"], d.galera_provider);
+    }
+    // It prints only the table: the rendering flags do not go with it.
+    let out = kstack(&["template", "--distro-facts", "--service", "keystone"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -35,19 +35,21 @@ pub(crate) fn find_line(text: &str, from: u64, needle: &str, key: bool) -> u64 {
 }
 
 fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
-    let (service, word) = match issue {
-        CatalogIssue::UnknownDependency { service, unknown } => (service, Some(unknown)),
+    let (service, word): (&String, Option<&str>) = match issue {
+        CatalogIssue::UnknownDependency { service, unknown } => (service, Some(unknown.as_str())),
         CatalogIssue::UnknownBootstrapNeed {
             service, unknown, ..
-        } => (service, Some(unknown)),
+        } => (service, Some(unknown.as_str())),
         CatalogIssue::UnknownBootstrapTask {
             service, unknown, ..
-        } => (service, Some(unknown)),
-        CatalogIssue::PhaseOrder { service, after, .. } => (service, Some(after)),
-        CatalogIssue::UnknownTaskCondition { service, var, .. } => (service, Some(var)),
+        } => (service, Some(unknown.as_str())),
+        CatalogIssue::PhaseOrder { service, after, .. } => (service, Some(after.as_str())),
+        CatalogIssue::UnknownTaskCondition { service, var, .. } => (service, Some(var.as_str())),
+        CatalogIssue::UnknownPlaceholder { service, env, .. } => (service, Some(env.as_str())),
         CatalogIssue::NoContainers { service } | CatalogIssue::MissingField { service, .. } => {
             (service, None)
         }
+        CatalogIssue::MissingPort { service, .. } => (service, Some("ports")),
         CatalogIssue::UnknownFact {
             service, container, ..
         }
@@ -60,14 +62,15 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::StopTargetWithoutSignal { service, container }
         | CatalogIssue::UnknownCondition {
             service, container, ..
-        } => (service, Some(container)),
+        } => (service, Some(container.as_str())),
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
         | CatalogIssue::PhaseOrder { .. }
-        | CatalogIssue::UnknownTaskCondition { .. } => format!("services.{service}.bootstrap"),
+        | CatalogIssue::UnknownTaskCondition { .. }
+        | CatalogIssue::UnknownPlaceholder { .. } => format!("services.{service}.bootstrap"),
         CatalogIssue::NoContainers { .. }
         | CatalogIssue::UnknownFact { .. }
         | CatalogIssue::BadOwner { .. }
@@ -75,6 +78,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::StopTargetWithoutSignal { .. }
         | CatalogIssue::UnknownCondition { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
+        CatalogIssue::MissingPort { .. } => format!("services.{service}.ports"),
     };
     let mut line = 0;
     if let Some(text) = text {
@@ -100,6 +104,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
             "write `{fact}` only for a distribution fact kstack knows; any other path is written out"
         }
         CatalogIssue::BadOwner { .. } => "write the owner as `user:group`, e.g. `nova:nova`",
+        CatalogIssue::MissingPort { .. } => {
+            "list every port of the service in its `ports`, the built-in ones included (see `kstack services -o yaml`)"
+        }
         _ => "fix catalog.yml (see `kstack services -o yaml` for the built-in entries)",
     };
     Diag::new(Severity::Error, CATALOG_FILE, issue.to_string())

@@ -6,7 +6,7 @@
 //! kstack evaluates every such value once, at load time, before typing the globals:
 //!
 //! - a value may refer to any variable of either file, to kstack's defaults, and to the
-//!   kolla-ansible defaults listed in [`KOLLA_DEFAULTS`] (themselves Jinja, as in kolla-ansible's
+//!   kolla-ansible defaults of [`kolla_defaults`] (themselves Jinja, as in kolla-ansible's
 //!   `group_vars/all.yml`);
 //! - a value that is one expression (`"{{ x | bool }}"`) keeps the expression's type (a
 //!   boolean, a number, a list); any other template gives a string;
@@ -33,7 +33,33 @@ use serde_json::Value;
 /// kolla-ansible 2025.1 defaults (from its `group_vars/all.yml`) that a value may refer to and
 /// that kstack does not already default. Each is itself evaluated, so the chains of defaults work
 /// as in kolla-ansible. kstack's own defaults ([`kstack_model::globals::defaults`]) come first.
-pub const KOLLA_DEFAULTS: &[(&str, &str)] = &[
+/// These, and the one made from kstack's distribution table ([`distro_version_default`]).
+pub fn kolla_defaults() -> Vec<(&'static str, String)> {
+    KOLLA_DEFAULTS
+        .iter()
+        .map(|(k, v)| (*k, (*v).to_owned()))
+        .chain([("kolla_base_distro_version", distro_version_default())])
+        .collect()
+}
+
+/// `kolla_base_distro_version`'s default as kolla-ansible writes it, a Jinja mapping from each
+/// `kolla_base_distro` to its version, made from [`kstack_model::distro::ALL`] (the one list
+/// of the distributions), sorted by name.
+pub fn distro_version_default() -> String {
+    let mut versions: Vec<(&str, &str)> = kstack_model::distro::ALL
+        .iter()
+        .map(|d| (d.name, d.version))
+        .collect();
+    versions.sort_unstable();
+    let table: Vec<String> = versions
+        .iter()
+        .map(|(name, version)| format!("'{name}': '{version}'"))
+        .collect();
+    format!("{{{{ {{{}}}[kolla_base_distro] }}}}", table.join(", "))
+}
+
+/// The defaults of [`kolla_defaults`] that are written out here.
+const KOLLA_DEFAULTS: &[(&str, &str)] = &[
     ("kolla_internal_fqdn", "{{ kolla_internal_vip_address }}"),
     (
         "kolla_external_vip_address",
@@ -52,10 +78,6 @@ pub const KOLLA_DEFAULTS: &[(&str, &str)] = &[
     ("tunnel_interface", "{{ network_interface }}"),
     ("dns_interface", "{{ network_interface }}"),
     ("octavia_network_interface", "{{ api_interface }}"),
-    (
-        "kolla_base_distro_version",
-        "{{ {'centos': 'stream9', 'debian': 'bookworm', 'rocky': '9', 'ubuntu': 'noble'}[kolla_base_distro] }}",
-    ),
     (
         "openstack_tag",
         "{{ openstack_release }}-{{ kolla_base_distro }}-{{ kolla_base_distro_version }}{{ openstack_tag_suffix }}",
@@ -129,7 +151,7 @@ pub enum Origin {
     Passwords { line: usize, column: usize },
     /// kstack's built-in default.
     KstackDefault,
-    /// A kolla-ansible default from [`KOLLA_DEFAULTS`].
+    /// A kolla-ansible default from [`kolla_defaults`].
     KollaDefault,
 }
 
@@ -671,11 +693,11 @@ mod tests {
     }
 
     fn run(vars: &[(&str, Value, Origin)]) -> (BTreeMap<String, Value>, Vec<EvalError>) {
-        let mut sources: BTreeMap<String, Source> = KOLLA_DEFAULTS
-            .iter()
+        let mut sources: BTreeMap<String, Source> = kolla_defaults()
+            .into_iter()
             .map(|(k, v)| {
                 (
-                    (*k).to_owned(),
+                    k.to_owned(),
                     Source {
                         value: json!(v),
                         origin: Origin::KollaDefault,
@@ -731,6 +753,28 @@ mod tests {
         assert_eq!(out["url"], json!("http://10.0.0.10:5000"));
         assert_eq!(out["list"], json!(["eth0", 3]));
         assert_eq!(out["kolla_internal_vip_address"], json!("10.0.0.10"));
+    }
+
+    #[test]
+    fn the_distro_version_default_is_kstacks_distribution_table() {
+        for d in kstack_model::distro::ALL {
+            let (out, errors) = run(&[
+                ("kolla_base_distro", json!(d.name), g(1)),
+                ("version", json!("{{ kolla_base_distro_version }}"), g(2)),
+                ("tag", json!("{{ openstack_tag }}"), g(3)),
+            ]);
+            assert_eq!(errors, vec![]);
+            assert_eq!(out["version"], json!(d.version), "{}", d.name);
+            assert_eq!(
+                out["tag"],
+                json!(format!("2025.1-{}-{}", d.name, d.version))
+            );
+        }
+        // The same text as kolla-ansible's `group_vars/all.yml`.
+        assert_eq!(
+            distro_version_default(),
+            "{{ {'centos': 'stream9', 'debian': 'bookworm', 'rocky': '9', 'ubuntu': 'noble'}[kolla_base_distro] }}"
+        );
     }
 
     #[test]

@@ -112,11 +112,11 @@ fn evaluate(
     passwords: Option<(&Passwords, &passwords::Locations)>,
 ) -> (BTreeMap<String, Value>, Vec<Diag>) {
     let mut sources = BTreeMap::new();
-    for (k, v) in jinja::KOLLA_DEFAULTS {
+    for (k, v) in jinja::kolla_defaults() {
         sources.insert(
-            (*k).to_owned(),
+            k.to_owned(),
             Source {
-                value: Value::String((*v).to_owned()),
+                value: Value::String(v),
                 origin: Origin::KollaDefault,
             },
         );

@@ -77,6 +77,25 @@ fn unknown_dependency_names_file_line_and_field() {
 }
 
 #[test]
+fn a_catalog_dropping_a_port_kstack_addresses_names_it_and_what_to_add() {
+    // The operator's `ports` replaces the built-in list whole: this one lost mariadb's `mysql`.
+    let cat = "services:\n  mariadb:\n    ports:\n      - { name: wsrep, port: 4567 }\n      - { name: position, port: 4569 }\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    assert!(loaded.config.is_none());
+    let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 1, "{}", render_plain(&loaded.diagnostics));
+    let e = errors[0];
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_deref()),
+        ("catalog.yml", 3, Some("services.mariadb.ports"))
+    );
+    assert_eq!(
+        e.message,
+        "service `mariadb` has no port named `mysql`, which kstack addresses it by: add `{ name: mysql, port: <number> }` to `services.mariadb.ports` (an operator catalog's `ports` replaces the whole built-in list)"
+    );
+}
+
+#[test]
 fn bad_label_prefix_and_bad_catalog_are_all_reported() {
     let globals = format!("{GLOBALS}\nkstack_role_label_prefix: \"Kstack io/role-\"\n");
     let cat = "services:\n  nova-api:\n    depends_on: [nope]\n  extra:\n    role: control\n";

@@ -285,8 +285,9 @@ pub struct StoredLine {
     pub line: String,
 }
 
-/// The store's Service and port (the catalog's `victoria-logs`).
-const STORE: &str = "victoria-logs:9428";
+/// The store's Service (the catalog's `victoria-logs`); its port is the catalog's too, given by
+/// the caller.
+pub const STORE_SERVICE: &str = "victoria-logs";
 
 /// The LogsQL query for the lines of the running pods of `service` in `namespace` (not its
 /// Jobs' pods), newest `limit` first: the collector keeps each line's file,
@@ -348,10 +349,12 @@ fn pod_and_container(file: &str) -> Option<(String, String)> {
 
 /// The newest `limit` lines of the running pods of `service` (pods gone long ago included) in
 /// the central log store of `namespace`, oldest first, read through the API server's proxy to
-/// the store's Service: no port of the store needs to be reachable from where kstack runs.
+/// the store's Service on its port `store_port` (the catalog's): no port of the store needs to
+/// be reachable from where kstack runs.
 pub async fn stored_lines(
     client: &Client,
     namespace: &str,
+    store_port: u16,
     service: &str,
     since_seconds: Option<i64>,
     limit: i64,
@@ -360,8 +363,9 @@ pub async fn stored_lines(
     let body: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("query", &query)
         .finish();
-    let uri =
-        format!("/api/v1/namespaces/{namespace}/services/{STORE}/proxy/select/logsql/query?{body}");
+    let uri = format!(
+        "/api/v1/namespaces/{namespace}/services/{STORE_SERVICE}:{store_port}/proxy/select/logsql/query?{body}"
+    );
     let request = http::Request::get(uri)
         .body(Vec::new())
         .map_err(|e| Error::Store(e.to_string()))?;

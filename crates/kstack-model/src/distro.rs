@@ -12,6 +12,11 @@
 //! Facts of the Kolla image layout that are the same on every distribution live here too
 //! ([`KOLLA_VENV`], [`Distro::site_packages`]), so no template spells them out on its own.
 //!
+//! [`ALL`] is the only list of the distributions and their versions: the names globals.yml may
+//! give `kolla_base_distro`, the default of `kolla_base_distro_version` (kstack-config builds
+//! kolla-ansible's Jinja default from it), and the distributions `hack/distro-parity.sh` checks
+//! (it reads them from `kstack template --distro-facts`). A test keeps other copies out.
+//!
 //! Sources: kolla 2025.1 (`docker/openstack-base/Dockerfile.j2`: httpd and mod_wsgi vs apache2
 //! and libapache2-mod-wsgi-py3, the venv and its `lib/python3` link; `docker/base/httpd_setup.sh`;
 //! `docker/mariadb/`), kolla-ansible 2025.1 (`roles/*/templates/*.json.j2`: config file
@@ -34,6 +39,9 @@ pub enum Packages {
 pub struct Distro {
     /// The `kolla_base_distro` name.
     pub name: &'static str,
+    /// The distribution's version in the image tag, `kolla_base_distro_version`'s default
+    /// (kolla-ansible 2025.1 `group_vars/all.yml`).
+    pub version: &'static str,
     pub packages: Packages,
     /// The Apache binary a container runs in the foreground (`<apache_command> -DFOREGROUND`).
     pub apache_command: &'static str,
@@ -62,6 +70,7 @@ const VENV_BIN: &str = "/var/lib/kolla/venv/bin";
 
 const RPM: Distro = Distro {
     name: "",
+    version: "",
     packages: Packages::Rpm,
     apache_command: "/usr/sbin/httpd",
     apache_conf_dir: "/etc/httpd/conf.d",
@@ -77,6 +86,7 @@ const RPM: Distro = Distro {
 
 const DEB: Distro = Distro {
     name: "",
+    version: "",
     packages: Packages::Deb,
     apache_command: "/usr/sbin/apache2",
     apache_conf_dir: "/etc/apache2/conf-enabled",
@@ -94,21 +104,35 @@ const DEB: Distro = Distro {
 pub const ALL: [Distro; 4] = [
     Distro {
         name: "rocky",
+        version: "9",
         ..RPM
     },
     Distro {
         name: "centos",
+        version: "stream9",
         ..RPM
     },
     Distro {
         name: "debian",
+        version: "bookworm",
         ..DEB
     },
     Distro {
         name: "ubuntu",
+        version: "noble",
         ..DEB
     },
 ];
+
+/// kolla-ansible's default `kolla_base_distro`, and kstack's.
+pub const DEFAULT: Distro = ALL[0];
+
+/// The names of every distribution, sorted: what `kolla_base_distro` may be.
+pub fn names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = ALL.iter().map(|d| d.name).collect();
+    names.sort_unstable();
+    names
+}
 
 /// The names of the facts a catalog string may name as `{fact}`.
 pub const FACTS: &[&str] = &[
@@ -222,6 +246,22 @@ mod tests {
             assert_eq!(Distro::named(d.name), Some(d));
         }
         assert_eq!(Distro::named("gentoo"), None);
+    }
+
+    #[test]
+    fn versions_are_kolla_ansible_2025_1_defaults() {
+        let versions: Vec<(&str, &str)> = ALL.iter().map(|d| (d.name, d.version)).collect();
+        assert_eq!(
+            versions,
+            [
+                ("rocky", "9"),
+                ("centos", "stream9"),
+                ("debian", "bookworm"),
+                ("ubuntu", "noble")
+            ]
+        );
+        assert_eq!(names(), ["centos", "debian", "rocky", "ubuntu"]);
+        assert_eq!(DEFAULT.name, "rocky");
     }
 
     #[test]

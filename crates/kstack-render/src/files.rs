@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use kstack_config::Config;
 use kstack_config::overrides::{self, HostIndex, Ini};
 use kstack_config::passwords::{Passwords, Secret};
-use kstack_model::catalog::{Catalog, Container, VolumeKind, WorkloadKind};
+use kstack_model::catalog::{ADDRESSED_PORTS, Catalog, Container, VolumeKind, WorkloadKind};
 use kstack_model::globals::Globals;
 use minijinja::{Environment, UndefinedBehavior, Value, context};
 
@@ -192,6 +192,22 @@ pub enum RenderError {
         service: String,
         task: String,
         setting: &'static str,
+    },
+    /// The catalog lacks a port kstack addresses a service by
+    /// ([`kstack_model::catalog::ADDRESSED_PORTS`]); the catalog's validation refuses such a
+    /// catalog, so only one built without it gets here.
+    #[error(
+        "service {service}: the catalog has no port named `{port}`, which kstack addresses the service by; add `{{ name: {port}, port: <number> }}` to `services.{service}.ports` in catalog.yml"
+    )]
+    MissingPort { service: String, port: String },
+    /// A bootstrap task's env names a placeholder kstack does not fill (a catalog built
+    /// without validation, which refuses it).
+    #[error("service {service}, bootstrap task {task}, env `{env}`: {message}")]
+    UnknownPlaceholder {
+        service: String,
+        task: String,
+        env: String,
+        message: String,
     },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
@@ -647,13 +663,21 @@ pub fn container_secret_env<'a>(
         .collect()
 }
 
-/// A port of a catalog service by name, or `default` when the catalog does not declare it.
-fn port(catalog: &Catalog, service: &str, name: &str, default: u16) -> u16 {
+/// The number of `service`'s port named `name` in the catalog: the one lookup of a port by
+/// name, for the config files, the bootstrap tasks and both targets. The numbers live only in
+/// the catalog, with no fallback here: a port it lacks is [`RenderError::MissingPort`]. Every
+/// port looked up is one of [`ADDRESSED_PORTS`], which the catalog's validation requires.
+pub fn port(catalog: &Catalog, service: &str, name: &str) -> Result<u16, RenderError> {
+    debug_assert!(
+        ADDRESSED_PORTS.contains(&(service, name)),
+        "{service}/{name} is not in ADDRESSED_PORTS"
+    );
     catalog
-        .services
-        .get(service)
-        .and_then(|s| s.ports.iter().find(|p| p.name == name))
-        .map_or(default, |p| p.port)
+        .port(service, name)
+        .ok_or_else(|| RenderError::MissingPort {
+            service: service.to_owned(),
+            port: name.to_owned(),
+        })
 }
 
 /// The template context shared by every file of a cloud: plain values (globals.yml variables
@@ -677,8 +701,9 @@ impl TemplateContext {
 /// otherwise (kolla-ansible keeps OpenSearch's logs 30 days before it starts deleting them).
 pub const VICTORIA_LOGS_RETENTION: &str = "30d";
 
-/// The [`TemplateContext`] of `config` for `target`.
-pub fn template_context(config: &Config, target: Target) -> TemplateContext {
+/// The [`TemplateContext`] of `config` for `target`; an error when the catalog lacks a port
+/// it addresses a service by.
+pub fn template_context(config: &Config, target: Target) -> Result<TemplateContext, RenderError> {
     let g = &config.globals;
     let c = &config.catalog;
     let mut m: BTreeMap<String, Value> = BTreeMap::new();
@@ -760,7 +785,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     facts.insert("name", distro.name);
     set("distro", Value::from(facts));
 
-    let db_port = port(c, "mariadb", "mysql", 3306);
+    let db_port = port(c, "mariadb", "mysql")?;
     set(
         "database_address",
         Value::from(target.host(g, "mariadb", None)),
@@ -769,10 +794,10 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     set("mariadb_hosts", Value::from(target.hosts(g, "mariadb")));
     set(
         "position_port",
-        Value::from(port(c, "mariadb", "position", 4569)),
+        Value::from(port(c, "mariadb", "position")?),
     );
 
-    let rmq_port = port(c, "rabbitmq", "amqp", 5672);
+    let rmq_port = port(c, "rabbitmq", "amqp")?;
     let rmq_user = match g.vars.get("rabbitmq_user") {
         Some(serde_json::Value::String(u)) if !u.is_empty() => u.clone(),
         _ => "openstack".to_owned(),
@@ -826,7 +851,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         Value::from(RABBITMQ_BOOT_HANG_SECS),
     );
 
-    let mc_port = port(c, "memcached", "memcached", 11211);
+    let mc_port = port(c, "memcached", "memcached")?;
     set(
         "memcached_servers",
         Value::from(
@@ -841,7 +866,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     // Central logging: the store's URL, and the files a node's collector reads: the log of
     // every container of the cloud's pods, as the kubelet keeps them
     // (`/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log`).
-    let vl_port = port(c, "victoria-logs", "http", 9428);
+    let vl_port = port(c, "victoria-logs", "http")?;
     set("victoria_logs_port", Value::from(vl_port));
     set(
         "victoria_logs_url",
@@ -860,7 +885,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     };
     set("victoria_logs_retention_period", Value::from(retention));
 
-    let ks_port = port(c, "keystone", "api", 5000);
+    let ks_port = port(c, "keystone", "api")?;
     set("keystone_port", Value::from(ks_port));
     set(
         "keystone_internal_url",
@@ -870,7 +895,7 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
         "keystone_public_url",
         Value::from(public_url("keystone", ks_port)),
     );
-    let glance_port = port(c, "glance-api", "api", 9292);
+    let glance_port = port(c, "glance-api", "api")?;
     set("glance_port", Value::from(glance_port));
     set(
         "glance_internal_url",
@@ -878,19 +903,16 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     );
     set(
         "placement_port",
-        Value::from(port(c, "placement-api", "api", 8780)),
+        Value::from(port(c, "placement-api", "api")?),
     );
-    set(
-        "nova_api_port",
-        Value::from(port(c, "nova-api", "api", 8774)),
-    );
-    let md_port = port(c, "nova-api", "metadata", 8775);
+    set("nova_api_port", Value::from(port(c, "nova-api", "api")?));
+    let md_port = port(c, "nova-api", "metadata")?;
     set("nova_metadata_port", Value::from(md_port));
     set(
         "nova_metadata_host",
         Value::from(target.host(g, "nova-api", None)),
     );
-    let vnc_port = port(c, "nova-novncproxy", "novnc", 6080);
+    let vnc_port = port(c, "nova-novncproxy", "novnc")?;
     set("nova_novncproxy_port", Value::from(vnc_port));
     set(
         "nova_novncproxy_base_url",
@@ -901,20 +923,17 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
     );
     set(
         "neutron_port",
-        Value::from(port(c, "neutron-server", "api", 9696)),
+        Value::from(port(c, "neutron-server", "api")?),
     );
-    set("heat_port", Value::from(port(c, "heat-api", "api", 8004)));
-    let cfn_port = port(c, "heat-api-cfn", "api", 8000);
+    set("heat_port", Value::from(port(c, "heat-api", "api")?));
+    let cfn_port = port(c, "heat-api-cfn", "api")?;
     set("heat_cfn_port", Value::from(cfn_port));
     set(
         "heat_cfn_public_url",
         Value::from(public_url("heat-api-cfn", cfn_port)),
     );
-    set(
-        "cinder_port",
-        Value::from(port(c, "cinder-api", "api", 8776)),
-    );
-    set("horizon_port", Value::from(port(c, "horizon", "http", 80)));
+    set("cinder_port", Value::from(port(c, "cinder-api", "api")?));
+    set("horizon_port", Value::from(port(c, "horizon", "http")?));
 
     // kolla-ansible: one physical network and bridge per external interface.
     let interfaces: Vec<String> = g
@@ -970,10 +989,10 @@ pub fn template_context(config: &Config, target: Target) -> TemplateContext {
             secret.insert(name.to_owned(), Arc::from(value));
         }
     }
-    TemplateContext {
+    Ok(TemplateContext {
         plain: m,
         secrets: Secrets::new(secret),
-    }
+    })
 }
 
 /// Parsed override files, parsed once per render.
@@ -1066,7 +1085,7 @@ fn check_overrides(config: &Config) -> Result<(), RenderError> {
 pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFiles>, RenderError> {
     check_overrides(config)?;
     let templates = Templates::builtin();
-    let tc = template_context(config, target);
+    let tc = template_context(config, target)?;
     let base = Value::from(tc.plain);
     let secrets = tc.secrets;
     let host_index = HostIndex::new(config.overrides.keys());

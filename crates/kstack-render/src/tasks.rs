@@ -18,10 +18,10 @@
 use std::collections::BTreeMap;
 
 use kstack_config::Config;
-use kstack_model::catalog::{self, BootstrapKind};
+use kstack_model::catalog::{self, BootstrapKind, EnvPiece};
 
 use crate::escape;
-use crate::files::{ContainerFiles, RenderError, RenderedFile, Target};
+use crate::files::{self, ContainerFiles, RenderError, RenderedFile, Target};
 use crate::kolla::KOLLA_CONFIG_DIR;
 
 /// Where `kolla_set_configs` copies a task's generated files inside the container.
@@ -108,34 +108,24 @@ pub fn kolla_env(config: &Config, container: &str) -> BTreeMap<String, String> {
     ])
 }
 
-fn port_of(config: &Config, service: &str, port: &str, default: u16) -> u16 {
-    config
-        .catalog
-        .services
-        .get(service)
-        .and_then(|s| s.ports.iter().find(|p| p.name == port))
-        .map_or(default, |p| p.port)
-}
-
 /// `http://<host>:<port>` of a service's Service (Kubernetes) or node address (Compose), with
-/// the port named `port` in the catalog (`default` when the catalog has none).
+/// the port named `port` in the catalog ([`files::port`]: no number of its own).
 pub fn service_url(
     config: &Config,
     target: Target,
     service: &str,
     port: &str,
-    default: u16,
-) -> String {
-    target.url(
+) -> Result<String, RenderError> {
+    Ok(target.url(
         &config.globals,
         service,
-        port_of(config, service, port, default),
-    )
+        files::port(&config.catalog, service, port)?,
+    ))
 }
 
 /// Keystone's URL for `target`: what bootstrap tasks and `kstack verify` authenticate against.
-pub fn keystone_url(config: &Config, target: Target) -> String {
-    service_url(config, target, "keystone", "api", 5000)
+pub fn keystone_url(config: &Config, target: Target) -> Result<String, RenderError> {
+    service_url(config, target, "keystone", "api")
 }
 
 /// The public URL of a service's port ([`Target::public_url`]).
@@ -143,14 +133,13 @@ fn public_url(
     config: &Config,
     target: Target,
     service: &str,
-    port_name: &str,
-    default_port: u16,
-) -> String {
-    target.public_url(
+    port: &str,
+) -> Result<String, RenderError> {
+    Ok(target.public_url(
         &config.globals,
         service,
-        port_of(config, service, port_name, default_port),
-    )
+        files::port(&config.catalog, service, port)?,
+    ))
 }
 
 /// The task of `service` (named `name`) for `target`. `files` are the rendered config files
@@ -192,7 +181,11 @@ pub fn task_spec(
         secret: true,
     };
     match &t.task {
-        BootstrapKind::KollaBootstrap { container } => {
+        BootstrapKind::KollaBootstrap {
+            container,
+            env: task_env,
+            secret_env,
+        } => {
             let c = match container {
                 Some(n) => service
                     .containers
@@ -204,8 +197,13 @@ pub fn task_spec(
             let mut env = kolla_env(config, &c.name);
             // Present but empty: the image's extend_start runs its bootstrap branch, exits 0.
             env.insert("KOLLA_BOOTSTRAP".into(), String::new());
-            env.extend(bootstrap_literal_env(config, target, service));
-            let secret_env = bootstrap_secret_env(service);
+            for (var, value) in task_env {
+                env.insert(
+                    var.clone(),
+                    fill_task_env(config, target, name, &t.name, var, value)?,
+                );
+            }
+            let secret_env = secret_env.clone();
             Ok(TaskSpec {
                 service: name.to_owned(),
                 task: t.name.clone(),
@@ -301,7 +299,7 @@ pub fn task_spec(
             let cnf = format!(
                 "[client]\nhost = {}\nport = {}\nuser = root\npassword = {}\nconnect-timeout = 10\n",
                 target.host(g, "mariadb", None),
-                port_of(config, "mariadb", "mysql", 3306),
+                files::port(&config.catalog, "mariadb", "mysql")?,
                 escape::option_file(root)
             );
             let script = format!(
@@ -333,8 +331,8 @@ pub fn task_spec(
             // Keystone registers itself: `keystone-manage bootstrap` in its own image with the
             // keystone container's config; the admin password is env from passwords.yml.
             password(config, name, &t.name, "keystone_admin_password")?;
-            let url = keystone_url(config, target);
-            let public = public_url(config, target, "keystone", "api", 5000);
+            let url = keystone_url(config, target)?;
+            let public = public_url(config, target, "keystone", "api")?;
             let command: Vec<String> = [
                 "keystone-manage",
                 "bootstrap",
@@ -418,7 +416,7 @@ pub fn task_spec(
                 g.image_ref("kolla_toolbox", "kolla-toolbox"),
                 "ansible",
                 vec![
-                    secret("clouds.yaml", admin_clouds_yaml(config, target, admin)),
+                    secret("clouds.yaml", admin_clouds_yaml(config, target, admin)?),
                     plain("run.sh", script),
                 ],
             ))
@@ -437,7 +435,7 @@ pub fn task_spec(
             } else {
                 None
             };
-            let clouds = admin_clouds_yaml(config, target, admin);
+            let clouds = admin_clouds_yaml(config, target, admin)?;
             // One Python process (kolla-toolbox's openstacksdk) does the whole registration:
             // a dozen `openstack` commands each paid Python's start and a token.
             let mut eps = Vec::new();
@@ -517,17 +515,17 @@ const REGISTER_PY: &str = include_str!("../tasks/register.py");
 
 /// The `clouds.yaml` of a task that calls the APIs as the admin (kolla-toolbox's `openstack`
 /// client), at Keystone's internal endpoint.
-fn admin_clouds_yaml(config: &Config, target: Target, admin: &str) -> String {
+fn admin_clouds_yaml(config: &Config, target: Target, admin: &str) -> Result<String, RenderError> {
     let g = &config.globals;
     let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
-    format!(
+    Ok(format!(
         "clouds:\n  kstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: {}\n    interface: internal\n    identity_api_version: 3\n",
-        q(&keystone_url(config, target)),
+        q(&keystone_url(config, target)?),
         q(&g.keystone_admin_user),
         q(admin),
         q(&g.keystone_admin_project),
         q(&g.openstack_region_name),
-    )
+    ))
 }
 
 /// A task with generated files: its `config.json` copies `own` to [`TASK_DIR`] (owned by
@@ -615,46 +613,45 @@ pub fn redacted_kolla_start<'a>(env_names: impl Iterator<Item = &'a str>) -> Vec
     ]
 }
 
-/// Env from passwords.yml the Kolla bootstrap of some images reads (mariadb, rabbitmq, heat).
-fn bootstrap_secret_env(service: &catalog::Service) -> BTreeMap<String, String> {
-    let keys: &[(&str, &str)] = match service.project.as_str() {
-        "mariadb" => &[("DB_ROOT_PASSWORD", "database_password")],
-        "rabbitmq" => &[("RABBITMQ_CLUSTER_COOKIE", "rabbitmq_cluster_cookie")],
-        "heat" => &[
-            ("HEAT_DOMAIN_ADMIN_PASSWORD", "heat_domain_admin_password"),
-            ("OS_PASSWORD", "keystone_admin_password"),
-        ],
-        _ => &[],
-    };
-    keys.iter()
-        .map(|(e, k)| ((*e).to_owned(), (*k).to_owned()))
-        .collect()
-}
-
-/// Plain env the Kolla bootstrap of some images reads.
-fn bootstrap_literal_env(
+/// A `kolla_bootstrap` task's env value from the catalog with its placeholders
+/// ([`catalog::TASK_ENV_PLACEHOLDERS`]) filled for the cloud and `target`.
+fn fill_task_env(
     config: &Config,
     target: Target,
-    service: &catalog::Service,
-) -> BTreeMap<String, String> {
+    service: &str,
+    task: &str,
+    var: &str,
+    value: &str,
+) -> Result<String, RenderError> {
     let g = &config.globals;
-    let pairs: Vec<(&str, String)> = match service.project.as_str() {
-        "mariadb" => vec![("DB_MAX_TIMEOUT", "60".into())],
-        // heat's bootstrap creates its domain through Keystone as the admin.
-        "heat" => vec![
-            ("OS_AUTH_URL", keystone_url(config, target)),
-            ("OS_IDENTITY_API_VERSION", "3".into()),
-            ("OS_USERNAME", g.keystone_admin_user.clone()),
-            ("OS_PROJECT_NAME", g.keystone_admin_project.clone()),
-            ("OS_USER_DOMAIN_NAME", "Default".into()),
-            ("OS_PROJECT_DOMAIN_NAME", "Default".into()),
-            ("OS_REGION_NAME", g.openstack_region_name.clone()),
-            ("OS_INTERFACE", "internal".into()),
-            ("OS_ENDPOINT_TYPE", "internalURL".into()),
-        ],
-        _ => Vec::new(),
+    let unknown = |message: String| RenderError::UnknownPlaceholder {
+        service: service.to_owned(),
+        task: task.to_owned(),
+        env: var.to_owned(),
+        message,
     };
-    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    let mut out = String::new();
+    for piece in catalog::task_env_pieces(value).map_err(|e| unknown(e.to_string()))? {
+        match piece {
+            EnvPiece::Text(text) => out.push_str(text),
+            EnvPiece::Placeholder("keystone_internal_url") => {
+                out.push_str(&keystone_url(config, target)?);
+            }
+            EnvPiece::Placeholder("keystone_admin_user") => out.push_str(&g.keystone_admin_user),
+            EnvPiece::Placeholder("keystone_admin_project") => {
+                out.push_str(&g.keystone_admin_project);
+            }
+            EnvPiece::Placeholder("openstack_region_name") => {
+                out.push_str(&g.openstack_region_name);
+            }
+            EnvPiece::Placeholder(other) => {
+                return Err(unknown(format!(
+                    "`{{{other}}}` has no value in the renderer"
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Quotes a word for bash when it holds anything but plain characters.

@@ -355,6 +355,8 @@ fn clashing_names_and_unknown_task_containers_are_errors() {
     let t = &mut catalog.services.get_mut("glance-api").unwrap().bootstrap[1];
     t.task = kstack_model::catalog::BootstrapKind::KollaBootstrap {
         container: Some("glance-apy".into()),
+        env: Default::default(),
+        secret_env: Default::default(),
     };
     let err = compose::render(&config_with(catalog, Globals::default())).unwrap_err();
     assert!(

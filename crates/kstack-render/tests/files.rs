@@ -489,3 +489,112 @@ fn a_galera_clusters_reads_see_the_writes_any_server_committed_and_a_single_serv
         assert_eq!(mysqld.contains("wsrep_sync_wait = 1\n"), waits, "{galera}");
     }
 }
+
+#[test]
+fn a_catalog_without_a_port_kstack_addresses_is_an_error_not_a_default() {
+    // The loader refuses such a catalog (kstack-model's validation); a catalog built without it
+    // still gets no number the renderer made up, on either target.
+    let mut config = config(&[]);
+    config
+        .catalog
+        .services
+        .get_mut("keystone")
+        .unwrap()
+        .ports
+        .retain(|p| p.name != "api");
+    let want = RenderError::MissingPort {
+        service: "keystone".into(),
+        port: "api".into(),
+    };
+    for target in [Target::Kubernetes, Target::Compose] {
+        assert_eq!(render_files(&config, target).unwrap_err(), want);
+        assert_eq!(
+            kstack_render::tasks::keystone_url(&config, target).unwrap_err(),
+            want
+        );
+    }
+    assert_eq!(
+        kstack_render::kubernetes::render(&config).unwrap_err(),
+        want
+    );
+    assert_eq!(
+        kstack_render::compose::render(&config).unwrap_err(),
+        kstack_render::compose::ComposeError::Render(want.clone())
+    );
+    assert_eq!(
+        want.to_string(),
+        "service keystone: the catalog has no port named `api`, which kstack addresses the service by; add `{ name: api, port: <number> }` to `services.keystone.ports` in catalog.yml"
+    );
+}
+
+#[test]
+fn every_bootstrap_env_placeholder_is_filled_for_both_targets() {
+    use kstack_model::catalog::{BootstrapKind, TASK_ENV_PLACEHOLDERS};
+    let mut config = config(&[]);
+    let heat = config.catalog.services.get_mut("heat-api").unwrap();
+    let task = heat
+        .bootstrap
+        .iter_mut()
+        .find(|t| t.name == "db-sync")
+        .unwrap();
+    let BootstrapKind::KollaBootstrap { env, .. } = &mut task.task else {
+        panic!("heat-api's db-sync is a Kolla bootstrap");
+    };
+    env.clear();
+    for p in TASK_ENV_PLACEHOLDERS {
+        env.insert(format!("X_{p}"), format!("<{{{p}}}>"));
+    }
+    env.insert("X_BRACE".into(), "{nope}".into());
+    let g = &config.globals;
+    let (user, project, region) = (
+        g.keystone_admin_user.clone(),
+        g.keystone_admin_project.clone(),
+        g.openstack_region_name.clone(),
+    );
+    for target in [Target::Kubernetes, Target::Compose] {
+        let files = render_files(&config, target).unwrap();
+        let service = &config.catalog.services["heat-api"];
+        let task = service
+            .bootstrap
+            .iter()
+            .find(|t| t.name == "db-sync")
+            .unwrap();
+        // A catalog built without validation: the unknown name is an error, not left as it is.
+        let err =
+            kstack_render::tasks::task_spec(&config, target, &files, "heat-api", service, task)
+                .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "service heat-api, bootstrap task db-sync, env `X_BRACE`: `{{nope}}` is not a value kstack fills; known: {}",
+                TASK_ENV_PLACEHOLDERS.join(", ")
+            )
+        );
+        let mut service = service.clone();
+        let mut task = task.clone();
+        if let BootstrapKind::KollaBootstrap { env, .. } = &mut task.task {
+            env.remove("X_BRACE");
+        }
+        service.bootstrap.clear();
+        let spec =
+            kstack_render::tasks::task_spec(&config, target, &files, "heat-api", &service, &task)
+                .unwrap();
+        let keystone = kstack_render::tasks::keystone_url(&config, target).unwrap();
+        for (p, want) in [
+            ("keystone_internal_url", keystone.as_str()),
+            ("keystone_admin_user", user.as_str()),
+            ("keystone_admin_project", project.as_str()),
+            ("openstack_region_name", region.as_str()),
+        ] {
+            assert_eq!(
+                spec.env[&format!("X_{p}")],
+                format!("<{want}>"),
+                "{target:?}"
+            );
+        }
+        assert_eq!(
+            spec.env.keys().filter(|k| k.starts_with("X_")).count(),
+            TASK_ENV_PLACEHOLDERS.len()
+        );
+    }
+}

@@ -96,11 +96,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .build()
         .context("starting the async runtime")?;
     if args.central {
+        let store_port =
+            kstack_render::files::port(&config.catalog, kstack_kube::logs::STORE_SERVICE, "http")?;
         return runtime.block_on(async {
             let client = kstack_kube::client(args.target.kubeconfig.as_deref()).await?;
             let lines = kstack_kube::stored_lines(
                 &client,
                 &namespace,
+                store_port,
                 &args.service,
                 args.since,
                 args.tail.unwrap_or(1000),

@@ -1,5 +1,7 @@
 //! `kstack template`: render the Kubernetes objects (and, with `--config-files`, the service
-//! config files) of a config directory without a cluster.
+//! config files) of a config directory without a cluster. `--distro-facts` prints instead the
+//! table of the images' base distributions (`kstack_model::distro::ALL`) as JSON, for tools
+//! such as `hack/distro-parity.sh` that must not keep their own copy.
 //!
 //! Exit codes: 0 rendered, 1 IO failure (reading the config, writing the output), 2 invalid
 //! config (every diagnostic is printed) or unknown `--service`.
@@ -13,7 +15,7 @@ use crate::exit::Exit;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --config-dir ./mycloud --config-files ./files -o ./manifests\n  kstack template --rbac | kubectl apply --server-side -f -   # the account kstack deploy runs as\n\n--config-files DIR writes every rendered service config file as\nDIR/<service>/<container>/<file> (per-host variants of DaemonSet services as\nDIR/<service>@<host>/<container>/<file>), files that carry a password with mode 0600,\nso tools such as oslo-config-validator can read them.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
+    after_help = "Examples:\n  kstack template --config-dir ./mycloud > cloud.yaml\n  kstack template --config-dir ./mycloud --service keystone -o json\n  kstack template --config-dir ./mycloud -o ./manifests   # one file per object\n  kstack template --config-dir ./mycloud --config-files ./files -o ./manifests\n  kstack template --rbac | kubectl apply --server-side -f -   # the account kstack deploy runs as\n  kstack template --distro-facts   # each kolla_base_distro with its version and paths, as JSON\n\n--config-files DIR writes every rendered service config file as\nDIR/<service>/<container>/<file> (per-host variants of DaemonSet services as\nDIR/<service>@<host>/<container>/<file>), files that carry a password with mode 0600,\nso tools such as oslo-config-validator can read them.\nExit codes: 0 rendered, 1 IO failure, 2 invalid config or unknown service."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -33,12 +35,24 @@ pub struct Args {
     /// `kstack deploy` needs to run in the cloud's namespace.
     #[arg(long, conflicts_with_all = ["service", "config_files"])]
     pub rbac: bool,
+    /// Print instead, as JSON, every base distribution of the Kolla images kstack knows
+    /// (`kolla_base_distro`): its name, version in the image tag and the paths that differ.
+    /// Reads no config directory.
+    #[arg(long, conflicts_with_all = ["service", "config_files", "rbac", "output", "target"])]
+    pub distro_facts: bool,
     /// `compose`: one node without Kubernetes; a DIR gets compose.yaml and config/.
     #[arg(long, value_enum, default_value_t)]
     pub target: super::compose::TargetArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Exit> {
+    if args.distro_facts {
+        let mut json = serde_json::to_string_pretty(&kstack_model::distro::ALL)
+            .context("serializing the distribution table")?;
+        json.push('\n');
+        write_stdout(&json)?;
+        return Ok(Exit::Success);
+    }
     if args.target == super::compose::TargetArg::Compose {
         let dir = &args.config.config_dir;
         return super::compose::template(dir, args.service.as_deref(), &args.output);
@@ -173,6 +187,7 @@ mod tests {
             output: tmp.path().join("out").to_str().unwrap().to_owned(),
             config_files: None,
             rbac: false,
+            distro_facts: false,
             target: Default::default(),
         })
         .unwrap();

@@ -164,7 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .map(Password::new)
         .collect();
     let redactor = Redactor::new(secrets.iter().cloned());
-    let mut settings = settings(&args, &config, Password::new(password));
+    let mut settings = settings(&args, &config, Password::new(password))?;
     settings.secrets = secrets;
     if let Some(dir) = &args.guest_image {
         match guest_image(dir) {
@@ -183,16 +183,16 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 }
 
 /// The checks' settings from the config directory and the flags.
-fn settings(args: &Args, config: &Config, password: Password) -> Settings {
+fn settings(args: &Args, config: &Config, password: Password) -> anyhow::Result<Settings> {
     let g = &config.globals;
     let target = match args.to {
         super::compose::TargetArg::Kubernetes => Target::Kubernetes,
         super::compose::TargetArg::Compose => Target::Compose,
     };
-    let auth_url = args
-        .os_auth_url
-        .clone()
-        .unwrap_or_else(|| kstack_render::tasks::keystone_url(config, target));
+    let auth_url = match &args.os_auth_url {
+        Some(url) => url.clone(),
+        None => kstack_render::tasks::keystone_url(config, target)?,
+    };
     let mut s = Settings::new(
         auth_url,
         g.keystone_admin_user.clone(),
@@ -205,14 +205,15 @@ fn settings(args: &Args, config: &Config, password: Password) -> Settings {
         InterfaceArg::Internal => kstack_verify::Interface::Internal,
     };
     s.services = services(config);
-    s.horizon_url = Some(args.horizon_url.clone().unwrap_or_else(|| {
-        kstack_render::tasks::service_url(config, target, "horizon", "http", 80)
-    }));
+    s.horizon_url = Some(match &args.horizon_url {
+        Some(url) => url.clone(),
+        None => kstack_render::tasks::service_url(config, target, "horizon", "http")?,
+    });
     s.timeout = Duration::from_secs(args.timeout);
     s.resolve = args.resolve.iter().cloned().collect();
     s.external_network = args.external_network.clone();
     s.external_subnet = args.external_subnet.clone();
-    s
+    Ok(s)
 }
 
 /// The cluster's DNS domain, under which Service names also resolve.

@@ -80,11 +80,22 @@ pub enum CatalogIssue {
         task: String,
         var: String,
     },
+    #[error("service `{service}`: bootstrap task `{task}`, env `{env}`: {message}")]
+    UnknownPlaceholder {
+        service: String,
+        task: String,
+        env: String,
+        message: String,
+    },
     #[error("service `{service}` is new in the operator catalog and lacks field `{field}`")]
     MissingField {
         service: String,
         field: &'static str,
     },
+    #[error(
+        "service `{service}` has no port named `{port}`, which kstack addresses it by: add `{{ name: {port}, port: <number> }}` to `services.{service}.ports` (an operator catalog's `ports` replaces the whole built-in list)"
+    )]
+    MissingPort { service: String, port: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -196,9 +207,28 @@ impl Catalog {
         }
     }
 
-    /// Check references between services and bootstrap tasks; collects every problem.
+    /// The number of `service`'s port named `name`, when the catalog declares it.
+    pub fn port(&self, service: &str, name: &str) -> Option<u16> {
+        self.services
+            .get(service)?
+            .ports
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.port)
+    }
+
+    /// Check references between services and bootstrap tasks, and that every port kstack
+    /// addresses a service by ([`ADDRESSED_PORTS`]) is declared; collects every problem.
     pub fn validate(&self) -> Result<(), CatalogError> {
         let mut issues = Vec::new();
+        for (service, port) in ADDRESSED_PORTS {
+            if self.port(service, port).is_none() {
+                issues.push(CatalogIssue::MissingPort {
+                    service: (*service).to_owned(),
+                    port: (*port).to_owned(),
+                });
+            }
+        }
         for (name, s) in &self.services {
             if s.containers.is_empty() {
                 issues.push(CatalogIssue::NoContainers {
@@ -273,6 +303,18 @@ impl Catalog {
             }
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
+                if let BootstrapKind::KollaBootstrap { env, .. } = &t.task {
+                    for (var, value) in env {
+                        if let Err(e) = task_env_pieces(value) {
+                            issues.push(CatalogIssue::UnknownPlaceholder {
+                                service: name.clone(),
+                                task: t.name.clone(),
+                                env: var.clone(),
+                                message: e.to_string(),
+                            });
+                        }
+                    }
+                }
                 if let Some(var) = &t.when
                     && !known_condition(var)
                 {
@@ -669,6 +711,26 @@ services:
     }
 
     #[test]
+    fn an_overlay_dropping_a_port_kstack_addresses_is_refused() {
+        // The operator lists keystone's ports without `api`: no number is assumed for it.
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            "services:\n  keystone:\n    ports: [{ name: public, port: 5000 }]\n",
+        )
+        .unwrap();
+        let err = Catalog::merge(builtin(), overlay).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service `keystone` has no port named `api`, which kstack addresses it by: add `{ name: api, port: <number> }` to `services.keystone.ports` (an operator catalog's `ports` replaces the whole built-in list)"
+        );
+        // Every port in the table is declared by the built-in catalog.
+        let c = builtin();
+        for (service, port) in ADDRESSED_PORTS {
+            assert!(c.port(service, port).is_some(), "{service}/{port}");
+        }
+    }
+
+    #[test]
     fn overlay_with_unknown_dependency_names_both() {
         let overlay = Catalog::overlay_from_yaml(
             "ops.yaml",
@@ -749,6 +811,42 @@ services:
             .flat_map(|s| s.bootstrap.iter().map(|t| t.phase))
             .collect();
         assert_eq!(phases.len(), 5, "{phases:?}");
+    }
+
+    #[test]
+    fn a_bootstrap_env_placeholder_kstack_does_not_fill_is_reported() {
+        let text = BUILTIN_YAML.replace("{keystone_admin_project}", "{keystone_admin_tenant}");
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "service `heat-api`: bootstrap task `db-sync`, env `OS_PROJECT_NAME`: `{{keystone_admin_tenant}}` is not a value kstack fills; known: {}",
+                TASK_ENV_PLACEHOLDERS.join(", ")
+            )
+        );
+        assert_eq!(
+            task_env_pieces("{keystone_internal_url}/v3 in {openstack_region_name}").unwrap(),
+            [
+                EnvPiece::Placeholder("keystone_internal_url"),
+                EnvPiece::Text("/v3 in "),
+                EnvPiece::Placeholder("openstack_region_name"),
+            ]
+        );
+        assert_eq!(task_env_pieces("60").unwrap(), [EnvPiece::Text("60")]);
+        assert_eq!(
+            task_env_pieces("{keystone_admin_user").unwrap_err().name,
+            "keystone_admin_user"
+        );
+        // Every placeholder is used by the built-in catalog.
+        let c = builtin();
+        for p in TASK_ENV_PLACEHOLDERS {
+            let used = c.services.values().flat_map(|s| &s.bootstrap).any(|t| {
+                matches!(&t.task, BootstrapKind::KollaBootstrap { env, .. }
+                    if env.values().any(|v| v.contains(&format!("{{{p}}}"))))
+            });
+            assert!(used, "{p}");
+        }
     }
 
     #[test]

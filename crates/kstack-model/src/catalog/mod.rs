@@ -50,6 +50,30 @@ pub use load::{CatalogError, CatalogIssue};
 /// The built-in catalog file, as shipped.
 pub const BUILTIN_YAML: &str = include_str!("../../catalog/services.yaml");
 
+/// The ports kstack addresses services by, as (service, port name): the config files' addresses
+/// (`database_port`, `transport_url`, `keystone_internal_url`, ...), the bootstrap tasks' and
+/// `kstack verify`'s URLs. Their numbers live only in the catalog; every catalog, the built-in
+/// one and an operator's merged over it, must declare each of them ([`Catalog::validate`]), so
+/// the renderer never falls back to a number of its own.
+pub const ADDRESSED_PORTS: &[(&str, &str)] = &[
+    ("mariadb", "mysql"),
+    ("mariadb", "position"),
+    ("rabbitmq", "amqp"),
+    ("memcached", "memcached"),
+    ("victoria-logs", "http"),
+    ("keystone", "api"),
+    ("glance-api", "api"),
+    ("placement-api", "api"),
+    ("nova-api", "api"),
+    ("nova-api", "metadata"),
+    ("nova-novncproxy", "novnc"),
+    ("neutron-server", "api"),
+    ("heat-api", "api"),
+    ("heat-api-cfn", "api"),
+    ("cinder-api", "api"),
+    ("horizon", "http"),
+];
+
 /// A whole catalog: services by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -531,6 +555,15 @@ pub enum BootstrapKind {
         /// The container whose image and config run; the first one when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         container: Option<String>,
+        /// Plain env the image's bootstrap reads (never a secret). A value may name a value
+        /// kstack computes as `{name}`, one of [`TASK_ENV_PLACEHOLDERS`] (`{keystone_internal_url}`).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+        /// Env from passwords.yml the image's bootstrap reads: env name → passwords.yml key.
+        /// The task's output passes a filter that hides these values (Kolla's start script
+        /// traces its commands).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        secret_env: BTreeMap<String, String>,
     },
     /// Register the service, its endpoints and its user in Keystone.
     KeystoneRegister {
@@ -558,6 +591,60 @@ pub enum BootstrapKind {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env: BTreeMap<String, String>,
     },
+}
+
+/// The values a `kolla_bootstrap` task's `env` may name as `{name}`, which the renderer fills
+/// for the cloud and its target: Keystone's internal URL (its Service on Kubernetes, the node's
+/// address on Compose), and the admin user, its project and the region of globals.yml.
+pub const TASK_ENV_PLACEHOLDERS: &[&str] = &[
+    "keystone_internal_url",
+    "keystone_admin_user",
+    "keystone_admin_project",
+    "openstack_region_name",
+];
+
+/// A piece of a task's env value: text as written, or a placeholder the renderer fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvPiece<'a> {
+    Text(&'a str),
+    /// One of [`TASK_ENV_PLACEHOLDERS`].
+    Placeholder(&'a str),
+}
+
+/// A `{name}` in a task's env value that kstack does not fill (or a `{` without its `}`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{{{name}}}` is not a value kstack fills; known: {}", TASK_ENV_PLACEHOLDERS.join(", "))]
+pub struct UnknownPlaceholder {
+    pub name: String,
+}
+
+/// The pieces of a `kolla_bootstrap` task's env value, in order.
+pub fn task_env_pieces(text: &str) -> Result<Vec<EnvPiece<'_>>, UnknownPlaceholder> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        if start > 0 {
+            pieces.push(EnvPiece::Text(&rest[..start]));
+        }
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else {
+            return Err(UnknownPlaceholder {
+                name: after.to_owned(),
+            });
+        };
+        let name = &after[..end];
+        if !TASK_ENV_PLACEHOLDERS.contains(&name) {
+            return Err(UnknownPlaceholder {
+                name: name.to_owned(),
+            });
+        }
+        pieces.push(EnvPiece::Placeholder(name));
+        rest = &after[end + 1..];
+    }
+    if !rest.is_empty() {
+        pieces.push(EnvPiece::Text(rest));
+    }
+    Ok(pieces)
 }
 
 /// Whether `var` may be a `when` condition: a boolean setting kstack knows.

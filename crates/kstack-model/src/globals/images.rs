@@ -9,20 +9,6 @@ use super::Globals;
 use super::kolla::{self, Issues, Read, quoted};
 use crate::names;
 
-/// Base distributions the Kolla images are published for (each has a [`crate::distro::Distro`]).
-pub const DISTROS: &[&str] = &["centos", "debian", "rocky", "ubuntu"];
-
-/// Default image tag distro version for a base distro (kolla-ansible 2025.1 `all.yml`).
-pub fn default_distro_version(distro: &str) -> Option<&'static str> {
-    match distro {
-        "rocky" => Some("9"),
-        "ubuntu" => Some("noble"),
-        "debian" => Some("bookworm"),
-        "centos" => Some("stream9"),
-        _ => None,
-    }
-}
-
 /// The image variables of globals.yml.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -63,11 +49,16 @@ pub(super) struct Images {
 impl ImageSettings {
     pub fn check(&self, t: &mut Issues) -> Images {
         let openstack_release = t.text("openstack_release", &self.openstack_release);
-        let kolla_base_distro = t.choice("kolla_base_distro", &self.kolla_base_distro, DISTROS);
+        let kolla_base_distro = t.choice(
+            "kolla_base_distro",
+            &self.kolla_base_distro,
+            &crate::distro::names(),
+        );
         let kolla_base_distro_version =
             match t.opt_text("kolla_base_distro_version", &self.kolla_base_distro_version) {
                 Some(v) => v,
-                None => default_distro_version(&kolla_base_distro)
+                None => crate::distro::Distro::named(&kolla_base_distro)
+                    .map(|d| d.version)
                     .unwrap_or_default()
                     .to_owned(),
             };
@@ -250,9 +241,9 @@ impl Globals {
     }
 
     /// The facts of the image distribution (`kolla_base_distro`). Validation admits only
-    /// [`DISTROS`]; a `Globals` built by hand with another name gets kolla-ansible's default,
-    /// Rocky Linux.
+    /// [`crate::distro::names`]; a `Globals` built by hand with another name gets
+    /// kolla-ansible's default, [`crate::distro::DEFAULT`].
     pub fn distro(&self) -> crate::distro::Distro {
-        crate::distro::Distro::named(&self.kolla_base_distro).unwrap_or(crate::distro::ALL[0])
+        crate::distro::Distro::named(&self.kolla_base_distro).unwrap_or(crate::distro::DEFAULT)
     }
 }
