@@ -37,6 +37,8 @@ pub(crate) fn find_line(text: &str, from: u64, needle: &str, key: bool) -> u64 {
 fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
     let (service, word): (&String, Option<&str>) = match issue {
         CatalogIssue::UnknownDependency { service, unknown } => (service, Some(unknown.as_str())),
+        CatalogIssue::BadInstallAfter { service, .. } => (service, Some("install_after")),
+        CatalogIssue::WithWorkloadNotPost { service, task } => (service, Some(task.as_str())),
         CatalogIssue::UnknownBootstrapNeed {
             service, unknown, ..
         } => (service, Some(unknown.as_str())),
@@ -66,7 +68,9 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
     };
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
+        CatalogIssue::BadInstallAfter { .. } => format!("services.{service}.install_after"),
         CatalogIssue::UnknownBootstrapNeed { .. }
+        | CatalogIssue::WithWorkloadNotPost { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }
         | CatalogIssue::PhaseOrder { .. }
         | CatalogIssue::UnknownTaskCondition { .. }

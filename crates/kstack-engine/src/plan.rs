@@ -9,13 +9,15 @@
 //! Job runs as soon as the database works, beside the services the workload still waits for; a
 //! task that names neither waits for every service in the service's `depends_on`. The workload
 //! waits for its Jobs and for every service in `depends_on`: no pod of a service starts before
-//! what it depends on works. Only while a service is first installed: in an upgrade or a
-//! reconfigure its first step waits for every service in `depends_on`, as a whole, so a failed
-//! step leaves its dependents untouched.
+//! what it depends on works; or, where the catalog gives a service `install_after`, for just
+//! what that names (services healthy, other services' bootstrap tasks done), since the pods
+//! need less to start than the service's place in an upgrade implies. Only while a service is
+//! first installed: in an upgrade or a reconfigure its first step waits for every service in
+//! `depends_on`, as a whole, so a failed step leaves its dependents untouched.
 //!
 //! Which Jobs a deploy runs depends on each service's [`Mode`] (install, steady, upgrade) and
-//! its tasks' phases: `post` tasks run once their own service is healthy (nothing waits for
-//! them); `contract` tasks run once every service of the deploy is healthy, followed by a
+//! its tasks' phases: `post` tasks run once their own service is healthy, or once its workload
+//! is applied for a task `with_workload` (nothing waits for them); `contract` tasks run once every service of the deploy is healthy, followed by a
 //! `Contracted` step that records it.
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -501,6 +503,8 @@ pub fn plan(
 
     // Services in dependency order, so the health steps of dependencies already exist.
     let mut healthy: BTreeMap<String, usize> = BTreeMap::new();
+    // Every service's bootstrap task by (service, task): the steps that end it.
+    let mut all_task_steps: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for service in &order {
         let timeout = timeouts.for_service(service);
         let idx = |pred: &dyn Fn(&DesiredObject) -> bool| -> Vec<usize> {
@@ -562,6 +566,7 @@ pub fn plan(
                 }
                 None => deps.into_iter().filter(|d| *d != config).collect(),
             };
+            all_task_steps.insert((service.clone(), task.name.clone()), ends.clone());
             task_steps.insert(task.name.clone(), ends);
         }
         // Jobs whose task the catalog does not name still run before the workload.
@@ -574,14 +579,34 @@ pub fn plan(
             }
         }
 
-        // The workload waits for its Jobs and for every service it depends on.
+        // The workload waits for its Jobs and for every service it depends on; on a first
+        // install, for what its `install_after` names instead, when it names anything.
         let workloads = idx(&|d| d.role == Role::Workload);
         let Some(&wl) = workloads.first() else {
             return Err(PlanError::NoWorkload(service.clone()));
         };
         let mut deps = vec![config];
         deps.extend(job_steps);
-        deps.extend(&dependencies);
+        let install_after = catalog
+            .services
+            .get(service)
+            .map_or(&[][..], |s| s.install_after.as_slice());
+        if installing && !install_after.is_empty() {
+            for entry in install_after {
+                match entry.split_once('/') {
+                    Some((dep, task)) => deps.extend(
+                        all_task_steps
+                            .get(&(dep.to_owned(), task.to_owned()))
+                            .into_iter()
+                            .flatten()
+                            .copied(),
+                    ),
+                    None => deps.extend(healthy.get(entry)),
+                }
+            }
+        } else {
+            deps.extend(&dependencies);
+        }
         deps.sort_unstable();
         deps.dedup();
         let apply = push(StepKind::Workload, Some(service), deps, workloads, timeout);
@@ -596,13 +621,14 @@ pub fn plan(
         );
         healthy.insert(service.clone(), health);
 
-        // Post tasks: once the service is healthy; its dependents do not wait for them.
+        // Post tasks: once the service is healthy (or, `with_workload`, once it is applied);
+        // its dependents do not wait for them.
         let mut post_steps: BTreeMap<String, usize> = BTreeMap::new();
         for task in tasks.iter().filter(|t| t.phase == Phase::Post) {
             let Some(&i) = jobs.get(&task.name) else {
                 continue;
             };
-            let mut deps = vec![health];
+            let mut deps = vec![if task.with_workload { apply } else { health }];
             deps.extend(task.after.iter().filter_map(|a| post_steps.get(a)));
             deps.extend(task.needs.iter().filter_map(|n| healthy.get(n)));
             deps.sort_unstable();

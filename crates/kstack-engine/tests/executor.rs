@@ -39,6 +39,7 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         first(&log, &format!("ready {}", wl.desired.reference)).unwrap()
     };
     let mut early_jobs = 0;
+    let mut early_workloads = Vec::new();
     for service in &plan.services {
         let deps = &cfg.catalog.services[service].depends_on;
         let objects: Vec<_> = plan.service_objects(service).collect();
@@ -47,11 +48,42 @@ async fn the_default_cloud_deploys_in_dependency_order() {
             .find(|o| o.desired.role == kstack_engine::plan::Role::Workload)
             .unwrap();
         let workload_apply = first(&log, &format!("apply {}", workload.desired.reference)).unwrap();
-        for d in deps.iter().filter(|d| cfg.enabled.contains(*d)) {
+        // A first install: the workload waits for what `install_after` names when it names
+        // anything (services ready, other services' Jobs done), else for every dependency.
+        let install_after = &cfg.catalog.services[service].install_after;
+        if install_after.is_empty() {
+            for d in deps.iter().filter(|d| cfg.enabled.contains(*d)) {
+                assert!(
+                    ready_of(d) <= workload_apply,
+                    "{service}'s workload started before {d} was ready"
+                );
+            }
+        }
+        for entry in install_after {
+            let done = match entry.split_once('/') {
+                None => ready_of(entry),
+                Some((dep, task)) => {
+                    let job = plan
+                        .service_objects(dep)
+                        .find(|o| {
+                            o.desired.reference.kind == "Job"
+                                && o.desired.manifest["metadata"]["labels"][TASK_LABEL] == task
+                        })
+                        .unwrap_or_else(|| panic!("{service}: no Job for {entry}"));
+                    first(&log, &format!("ready {}", job.desired.reference)).unwrap()
+                }
+            };
             assert!(
-                ready_of(d) <= workload_apply,
-                "{service}'s workload started before {d} was ready"
+                done <= workload_apply,
+                "{service}'s workload started before {entry} was done"
             );
+        }
+        if deps
+            .iter()
+            .filter(|d| cfg.enabled.contains(*d))
+            .any(|d| workload_apply < ready_of(d))
+        {
+            early_workloads.push(service.clone());
         }
         for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
             let task_name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
@@ -88,6 +120,19 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         early_jobs > 0,
         "no Job ran before its service's dependencies were ready"
     );
+    // nova's conductor and scheduler started with nova-api's cell databases migrated, beside
+    // nova-api's own start.
+    for service in [
+        "nova-conductor",
+        "nova-scheduler",
+        "nova-api",
+        "nova-compute",
+    ] {
+        assert!(
+            early_workloads.iter().any(|s| s == service),
+            "{service} waited for all of depends_on: {early_workloads:?}"
+        );
+    }
     for service in &plan.services {
         let objects: Vec<_> = plan.service_objects(service).collect();
         let wl = objects
@@ -98,13 +143,36 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
             let done = first(&log, &format!("ready {}", o.desired.reference)).unwrap();
             if o.desired.manifest["metadata"]["labels"]["kstack.io/phase"] == "post" {
-                // A post task runs once its service is healthy.
+                // A post task runs once its service is healthy, or, `with_workload`, once its
+                // workload is applied and what it needs is ready.
+                let task_name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
+                    .as_str()
+                    .unwrap();
+                let task = cfg.catalog.services[service]
+                    .bootstrap
+                    .iter()
+                    .find(|t| t.name == task_name)
+                    .unwrap();
                 let ready = first(&log, &format!("ready {}", wl.desired.reference)).unwrap();
                 let start = first(&log, &format!("apply {}", o.desired.reference)).unwrap();
-                assert!(
-                    ready <= start,
-                    "{service}: post task before the service was ready"
-                );
+                if task.with_workload {
+                    assert!(
+                        wl_apply <= start,
+                        "{service}: {task_name} before its workload"
+                    );
+                    assert!(
+                        start < ready,
+                        "{service}: {task_name} waited for the service to be ready"
+                    );
+                    for n in &task.needs {
+                        assert!(ready_of(n) <= start, "{service}: {task_name} before {n}");
+                    }
+                } else {
+                    assert!(
+                        ready <= start,
+                        "{service}: post task before the service was ready"
+                    );
+                }
                 continue;
             }
             assert!(

@@ -406,27 +406,40 @@ async fn a_reconfigure_that_never_becomes_ready_is_rolled_back_too() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_post_task_runs_once_its_service_is_healthy() {
+async fn a_post_task_runs_once_its_service_is_healthy_or_with_its_pods() {
     let fake = FakeCluster::new();
-    let (plan, report) = run(&fake, &config(globals(&[])), false, &Limits::default()).await;
-    assert!(report.succeeded());
+    let cfg = config(globals(&[
+        ("kstack_external_network", "yes"),
+        ("kstack_external_network_cidr", "172.24.4.0/24"),
+    ]));
+    let (plan, report) = run(&fake, &cfg, false, &Limits::default()).await;
+    assert!(report.succeeded(), "{:#?}", report.failures);
     let log = fake.log();
-    // nova's discover_hosts registers the computes, so it runs once they are up.
+    let step = |name: &str| {
+        plan.steps
+            .iter()
+            .find(|s| s.name() == name)
+            .unwrap_or_else(|| panic!("no step {name}"))
+    };
+    // The external network is made through Neutron's API, so it runs once neutron-server is
+    // healthy.
+    let external = first(&log, "apply Job/neutron-server-external-network-");
+    assert!(first(&log, "ready Deployment/neutron-server") < external);
+    let made = step("neutron-server: job external-network");
+    assert!(made.deps.contains(&step("neutron-server: healthy").id));
+    // nova's discover_hosts polls for the computes' records, so it starts with their pods
+    // (once the conductor it runs nova-manage beside works), not after they are ready.
     let discover = first(&log, "apply Job/nova-compute-discover-hosts-");
-    assert!(first(&log, "ready DaemonSet/nova-compute") < discover);
-    // Nothing waits for it: the health step of nova-compute is what dependents wait on.
-    let step = plan
-        .steps
-        .iter()
-        .find(|s| s.name() == "nova-compute: job discover-hosts")
-        .unwrap();
-    assert!(plan.steps.iter().all(|s| !s.deps.contains(&step.id)));
-    let healthy = plan
-        .steps
-        .iter()
-        .find(|s| s.name() == "nova-compute: healthy")
-        .unwrap();
-    assert!(step.deps.contains(&healthy.id));
+    assert!(first(&log, "apply DaemonSet/nova-compute") <= discover);
+    assert!(first(&log, "ready Deployment/nova-conductor") <= discover);
+    let hosts = step("nova-compute: job discover-hosts");
+    assert!(hosts.deps.contains(&step("nova-compute: workload").id));
+    assert!(hosts.deps.contains(&step("nova-conductor: healthy").id));
+    assert!(!hosts.deps.contains(&step("nova-compute: healthy").id));
+    // Nothing waits for either: dependents wait on the services' health steps.
+    for post in [made.id, hosts.id] {
+        assert!(plan.steps.iter().all(|s| !s.deps.contains(&post)));
+    }
 }
 
 #[tokio::test(start_paused = true)]

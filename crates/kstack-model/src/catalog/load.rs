@@ -11,6 +11,18 @@ use super::*;
 pub enum CatalogIssue {
     #[error("service `{service}` depends on unknown service `{unknown}`")]
     UnknownDependency { service: String, unknown: String },
+    #[error(
+        "service `{service}`: install_after entry `{entry}` {problem}; name a service of its depends_on, or `service/task` for a bootstrap task of one"
+    )]
+    BadInstallAfter {
+        service: String,
+        entry: String,
+        problem: String,
+    },
+    #[error(
+        "service `{service}`: bootstrap task `{task}` has with_workload but is not a `post` task; only post tasks may start beside the workload"
+    )]
+    WithWorkloadNotPost { service: String, task: String },
     #[error("service `{service}`: bootstrap task `{task}` needs unknown service `{unknown}`")]
     UnknownBootstrapNeed {
         service: String,
@@ -192,6 +204,7 @@ impl Catalog {
                     volumes: o.volumes.unwrap_or_default(),
                     bootstrap: o.bootstrap.unwrap_or_default(),
                     depends_on: o.depends_on.unwrap_or_default(),
+                    install_after: o.install_after.unwrap_or_default(),
                     only_kubernetes: o.only_kubernetes,
                 },
             );
@@ -215,6 +228,23 @@ impl Catalog {
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.port)
+    }
+
+    /// What is wrong with one `install_after` entry of `service`, if anything.
+    fn install_after_problem(&self, service: &Service, entry: &str) -> Option<String> {
+        let (dep, task) = match entry.split_once('/') {
+            Some((d, t)) => (d, Some(t)),
+            None => (entry, None),
+        };
+        if !service.depends_on.iter().any(|d| d == dep) {
+            return Some(format!("names `{dep}`, which is not in depends_on"));
+        }
+        let task = task?;
+        let known = self
+            .services
+            .get(dep)
+            .is_some_and(|s| s.bootstrap.iter().any(|t| t.name == task));
+        (!known).then(|| format!("names task `{task}`, which `{dep}` does not have"))
     }
 
     /// Check references between services and bootstrap tasks, and that every port kstack
@@ -301,8 +331,23 @@ impl Catalog {
                     });
                 }
             }
+            for entry in &s.install_after {
+                if let Some(problem) = self.install_after_problem(s, entry) {
+                    issues.push(CatalogIssue::BadInstallAfter {
+                        service: name.clone(),
+                        entry: entry.clone(),
+                        problem,
+                    });
+                }
+            }
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
+                if t.with_workload && t.phase != Phase::Post {
+                    issues.push(CatalogIssue::WithWorkloadNotPost {
+                        service: name.clone(),
+                        task: t.name.clone(),
+                    });
+                }
                 if let BootstrapKind::KollaBootstrap { env, .. } = &t.task {
                     for (var, value) in env {
                         if let Err(e) = task_env_pieces(value) {
@@ -397,6 +442,16 @@ fn apply(s: &mut Service, o: ServiceOverlay) {
     }
     if let Some(v) = o.depends_on {
         s.depends_on = v;
+        // An overlay that changes only depends_on keeps the built-in install_after entries
+        // that still name one of its services.
+        if o.install_after.is_none() {
+            let deps = &s.depends_on;
+            s.install_after
+                .retain(|e| deps.iter().any(|d| d == e.split('/').next().unwrap_or(e)));
+        }
+    }
+    if let Some(v) = o.install_after {
+        s.install_after = v;
     }
     if let Some(v) = o.only_kubernetes {
         s.only_kubernetes = Some(v);
@@ -771,6 +826,50 @@ services:
         let err = Catalog::from_yaml("x", &BUILTIN_YAML.replace("user: mysql", "usr: mysql"))
             .unwrap_err();
         assert!(err.to_string().contains("usr"), "{err}");
+    }
+
+    #[test]
+    fn install_after_names_only_dependencies_and_their_tasks() {
+        for (bad, says) in [
+            (
+                "install_after: [nova-api/cell, rabbitmq]",
+                "service `nova-conductor`: install_after entry `nova-api/cell` names task `cell`, which `nova-api` does not have",
+            ),
+            (
+                "install_after: [nova-api/cells, keystone]",
+                "service `nova-conductor`: install_after entry `keystone` names `keystone`, which is not in depends_on",
+            ),
+        ] {
+            let text =
+                BUILTIN_YAML.replace("install_after: [nova-api/cells, mariadb, rabbitmq]", bad);
+            assert_ne!(text, BUILTIN_YAML);
+            let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+            assert!(err.starts_with(says), "{err}");
+        }
+        let text = BUILTIN_YAML.replace(
+            "phase: post\n        # It polls for the computes' service records, so it starts with their pods.\n        with_workload: true",
+            "with_workload: true",
+        );
+        assert_ne!(text, BUILTIN_YAML);
+        let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("service `nova-compute`: bootstrap task `discover-hosts` has with_workload but is not a `post` task"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_overlay_changing_depends_on_keeps_the_install_after_entries_it_still_names() {
+        let overlay = Catalog::overlay_from_yaml(
+            "ops.yaml",
+            "services:\n  nova-conductor:\n    depends_on: [nova-api, rabbitmq]\n",
+        )
+        .unwrap();
+        let c = Catalog::merge(builtin(), overlay).unwrap();
+        assert_eq!(
+            c.services["nova-conductor"].install_after,
+            ["nova-api/cells", "rabbitmq"]
+        );
     }
 
     #[test]

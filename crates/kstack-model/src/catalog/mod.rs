@@ -103,6 +103,13 @@ pub struct Service {
     /// Services that must be healthy before this one starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// What the service's pods need before they start on a first install, when that is less
+    /// than every service of `depends_on` (which still orders upgrades and reconfigures): a
+    /// service's name (that service healthy) or `service/task` (that bootstrap task of another
+    /// service done). Each service named must be in `depends_on`. The service's own Jobs run
+    /// first either way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub install_after: Vec<String>,
     /// Set when the service exists on Kubernetes only: why it has no single-node (Compose)
     /// form, and what to use there instead. Rendering it for Compose is an error that says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -464,6 +471,11 @@ pub struct BootstrapTask {
     /// external network kstack makes with `kstack_external_network`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
+    /// A `post` task that starts once its service's workload is applied (and what it `needs`
+    /// works) instead of once the service is healthy: it waits itself for what it looks for
+    /// (nova's host discovery polls for the computes' service records as they start).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_workload: bool,
 }
 
 /// A deployment target, as a bootstrap task names it in `only_on`.
@@ -698,5 +710,6 @@ pub struct ServiceOverlay {
     pub volumes: Option<Vec<Volume>>,
     pub bootstrap: Option<Vec<BootstrapTask>>,
     pub depends_on: Option<Vec<String>>,
+    pub install_after: Option<Vec<String>>,
     pub only_kubernetes: Option<String>,
 }
