@@ -120,14 +120,10 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         early_jobs > 0,
         "no Job ran before its service's dependencies were ready"
     );
-    // nova's conductor and scheduler started with nova-api's cell databases migrated, beside
-    // nova-api's own start.
-    for service in [
-        "nova-conductor",
-        "nova-scheduler",
-        "nova-api",
-        "nova-compute",
-    ] {
+    // Workloads whose install_after names less than depends_on started before all of it was
+    // ready: nova-api before placement, heat-engine before heat-api, the DHCP agent before the
+    // Open vSwitch agent.
+    for service in ["nova-api", "heat-engine", "neutron-dhcp-agent"] {
         assert!(
             early_workloads.iter().any(|s| s == service),
             "{service} waited for all of depends_on: {early_workloads:?}"

@@ -841,7 +841,7 @@ services:
             ),
         ] {
             let text =
-                BUILTIN_YAML.replace("install_after: [nova-api/cells, mariadb, rabbitmq]", bad);
+                BUILTIN_YAML.replace("install_after: [nova-api/cells, nova-api/register, placement-api, mariadb, rabbitmq]", bad);
             assert_ne!(text, BUILTIN_YAML);
             let err = Catalog::from_yaml("x", &text).unwrap_err().to_string();
             assert!(err.starts_with(says), "{err}");
@@ -868,7 +868,7 @@ services:
         let c = Catalog::merge(builtin(), overlay).unwrap();
         assert_eq!(
             c.services["nova-conductor"].install_after,
-            ["nova-api/cells", "rabbitmq"]
+            ["nova-api/cells", "nova-api/register", "rabbitmq"]
         );
     }
 
