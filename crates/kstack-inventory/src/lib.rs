@@ -16,6 +16,7 @@
 pub mod api;
 #[cfg(feature = "testing")]
 pub mod browser;
+pub mod client;
 pub mod conn;
 pub mod error;
 pub mod keystone;

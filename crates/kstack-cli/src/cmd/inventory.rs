@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use kstack_inventory::model::{Host, HostList, Label, LabelList, SyncState};
+use anyhow::bail;
+use kstack_inventory::client::Client as InventoryClient;
+use kstack_inventory::model::{Host, Label, SyncState};
 use kstack_inventory::{ServeConfig, TlsConfig, Tokens};
-use serde_json::json;
 
 use super::InputError;
 use crate::exit::Exit;
@@ -43,6 +43,16 @@ pub struct Client {
     /// certificate the system does not already trust).
     #[arg(long, env = "KSTACK_INVENTORY_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
+}
+
+impl Client {
+    fn connect(&self) -> anyhow::Result<InventoryClient> {
+        Ok(InventoryClient::new(
+            &self.url,
+            self.token.as_deref(),
+            self.ca_file.as_deref(),
+        )?)
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -350,41 +360,27 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             locked,
             client,
         } => {
-            let administrative = if locked { "locked" } else { "unlocked" };
+            let client = client.connect()?;
             if locked {
                 eprintln!("registering {hostname} locked: {LOCK_EFFECT}");
             }
-            let host: Host = call(
-                &client,
-                reqwest::Method::POST,
-                "/v1/ihosts",
-                Some(json!({
-                    "hostname": hostname,
-                    "personality": personality,
-                    "administrative": administrative,
-                })),
-            )
-            .await?;
+            let host = client.add_host(&hostname, &personality, locked).await?;
             warn_unsynced(&host);
             print_hosts(&[host]);
             Ok(())
         }
         InventoryCommand::HostList { client } => {
-            let list: HostList = call(&client, reqwest::Method::GET, "/v1/ihosts", None).await?;
-            print_hosts(&list.ihosts);
+            print_hosts(&client.connect()?.hosts().await?);
             Ok(())
         }
-        InventoryCommand::HostLock { host, client } => lock(&client, &host, "lock").await,
-        InventoryCommand::HostUnlock { host, client } => lock(&client, &host, "unlock").await,
+        InventoryCommand::HostLock { host, client } => lock(&client.connect()?, &host, true).await,
+        InventoryCommand::HostUnlock { host, client } => {
+            lock(&client.connect()?, &host, false).await
+        }
         InventoryCommand::HostDelete { host, client } => {
-            let uuid = resolve(&client, &host).await?;
-            call::<serde_json::Value>(
-                &client,
-                reqwest::Method::DELETE,
-                &format!("/v1/ihosts/{uuid}"),
-                None,
-            )
-            .await?;
+            let client = client.connect()?;
+            let uuid = client.resolve(&host).await?;
+            client.delete_host(&uuid).await?;
             eprintln!("deleted host {host}");
             Ok(())
         }
@@ -394,51 +390,37 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             overwrite,
             client,
         } => {
-            let uuid = resolve(&client, &host).await?;
-            let mut body = serde_json::Map::new();
+            let client = client.connect()?;
+            let uuid = client.resolve(&host).await?;
+            let mut pairs = Vec::new();
             for l in &labels {
                 let Some((k, v)) = l.split_once('=') else {
                     bail!("label '{l}' is not KEY=VALUE")
                 };
-                body.insert(k.to_string(), json!(v));
+                pairs.push((k.to_owned(), v.to_owned()));
             }
-            let path = format!(
-                "/v1/labels/{uuid}{}",
-                if overwrite { "?overwrite=true" } else { "" }
-            );
-            let list: LabelList = call(
-                &client,
-                reqwest::Method::POST,
-                &path,
-                Some(serde_json::Value::Object(body)),
-            )
-            .await?;
-            print_labels(&list.labels);
-            warn_unsynced(&host_of(&client, &uuid).await?);
+            let labels = client.assign_labels(&uuid, &pairs, overwrite).await?;
+            print_labels(&labels);
+            warn_unsynced(&client.host(&uuid).await?);
             Ok(())
         }
         InventoryCommand::HostLabelList { host, client } => {
-            let uuid = resolve(&client, &host).await?;
-            let list = labels_of(&client, &uuid).await?;
-            print_labels(&list.labels);
+            let client = client.connect()?;
+            let uuid = client.resolve(&host).await?;
+            print_labels(&client.labels(&uuid).await?);
             Ok(())
         }
         InventoryCommand::HostLabelRemove { host, keys, client } => {
-            let uuid = resolve(&client, &host).await?;
-            let list = labels_of(&client, &uuid).await?;
+            let client = client.connect()?;
+            let uuid = client.resolve(&host).await?;
+            let labels = client.labels(&uuid).await?;
             for key in &keys {
-                let Some(label) = list.labels.iter().find(|l| &l.label_key == key) else {
+                let Some(label) = labels.iter().find(|l| &l.label_key == key) else {
                     bail!("host {host} has no label {key}")
                 };
-                call::<serde_json::Value>(
-                    &client,
-                    reqwest::Method::DELETE,
-                    &format!("/v1/labels/{}", label.uuid),
-                    None,
-                )
-                .await?;
+                client.delete_label(&label.uuid).await?;
             }
-            warn_unsynced(&host_of(&client, &uuid).await?);
+            warn_unsynced(&client.host(&uuid).await?);
             Ok(())
         }
     }
@@ -457,109 +439,15 @@ fn warn_unsynced(host: &Host) {
     }
 }
 
-async fn host_of(client: &Client, uuid: &str) -> anyhow::Result<Host> {
-    call(
-        client,
-        reqwest::Method::GET,
-        &format!("/v1/ihosts/{uuid}"),
-        None,
-    )
-    .await
-}
-
-async fn lock(client: &Client, host: &str, action: &str) -> anyhow::Result<()> {
-    let uuid = resolve(client, host).await?;
-    if action == "lock" {
+async fn lock(client: &InventoryClient, host: &str, locked: bool) -> anyhow::Result<()> {
+    let uuid = client.resolve(host).await?;
+    if locked {
         eprintln!("locking {host}: {LOCK_EFFECT}");
     }
-    let h: Host = call(
-        client,
-        reqwest::Method::POST,
-        &format!("/v1/ihosts/{uuid}/{action}"),
-        None,
-    )
-    .await?;
+    let h = client.set_locked(&uuid, locked).await?;
     warn_unsynced(&h);
     print_hosts(&[h]);
     Ok(())
-}
-
-async fn labels_of(client: &Client, host_uuid: &str) -> anyhow::Result<LabelList> {
-    call(
-        client,
-        reqwest::Method::GET,
-        &format!("/v1/ihosts/{host_uuid}/labels"),
-        None,
-    )
-    .await
-}
-
-async fn resolve(client: &Client, host: &str) -> anyhow::Result<String> {
-    let list: HostList = call(client, reqwest::Method::GET, "/v1/ihosts", None).await?;
-    list.ihosts
-        .into_iter()
-        .find(|h| h.hostname == host || h.uuid == host)
-        .map(|h| h.uuid)
-        .with_context(|| format!("no host named {host} in the inventory (see kstack host-list)"))
-}
-
-async fn call<T: serde::de::DeserializeOwned>(
-    client: &Client,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> anyhow::Result<T> {
-    let token = client
-        .token
-        .as_deref()
-        .context("no inventory token: pass --token or set KSTACK_INVENTORY_TOKEN")?;
-    let url = format!("{}{path}", client.url.trim_end_matches('/'));
-    let mut builder = reqwest::Client::builder();
-    if let Some(ca) = &client.ca_file {
-        let pem = std::fs::read(ca).with_context(|| format!("reading CA file {}", ca.display()))?;
-        let cert = reqwest::Certificate::from_pem(&pem)
-            .with_context(|| format!("{}: not a PEM certificate", ca.display()))?;
-        builder = builder.add_root_certificate(cert);
-    }
-    let mut req = builder
-        .build()
-        .context("building the HTTP client")?
-        .request(method, &url)
-        .bearer_auth(token);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.map_err(|e| {
-        // reqwest's top-level message hides the cause (a TLS certificate the client does not
-        // trust, a refused connection); show the whole chain.
-        let mut msg = format!("could not reach the inventory service at {}", client.url);
-        let mut source: Option<&dyn std::error::Error> = Some(&e);
-        while let Some(s) = source {
-            msg.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        if client.url.starts_with("https://") && client.ca_file.is_none() {
-            msg.push_str(
-                " (if the service's certificate is signed by your own CA, pass --ca-file)",
-            );
-        }
-        anyhow::anyhow!(msg)
-    })?;
-    let status = resp.status();
-    let text = resp.text().await?;
-    if !status.is_success() {
-        let msg = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-            .unwrap_or(text);
-        bail!("inventory service answered {status}: {msg}");
-    }
-    let text = if text.is_empty() {
-        "null".to_string()
-    } else {
-        text
-    };
-    serde_json::from_str(&text).with_context(|| format!("unexpected answer from {url}"))
 }
 
 fn print_hosts(hosts: &[Host]) {
