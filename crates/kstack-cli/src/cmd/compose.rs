@@ -36,8 +36,8 @@ pub fn template(config_dir: &Path, service: Option<&str>, output: &str) -> anyho
         );
         return Ok(Exit::BadInput);
     }
-    let Some(config) = load(config_dir)? else {
-        return Ok(Exit::BadInput);
+    let Some(config) = super::load_config(config_dir)? else {
+        return Ok(super::invalid_config(config_dir, "nothing rendered"));
     };
     let bundle = render(&config)?;
     match output {
@@ -74,8 +74,8 @@ pub fn deploy(
     output: Option<&Path>,
     timeout: Option<u64>,
 ) -> anyhow::Result<Exit> {
-    let Some(config) = load(config_dir)? else {
-        return Ok(Exit::BadInput);
+    let Some(config) = super::load_config(config_dir)? else {
+        return Ok(super::invalid_config(config_dir, "nothing rendered"));
     };
     let timeout = timeout.unwrap_or_else(|| config.globals.timeout_secs("default"));
     let bundle = render(&config)?;
@@ -340,22 +340,6 @@ fn docker_answers() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// Loads the config directory and prints its diagnostics exactly as the Kubernetes target does;
-/// `None` when it is invalid.
-fn load(config_dir: &Path) -> anyhow::Result<Option<Config>> {
-    let loaded = fs::load_dir(config_dir)?;
-    for d in &loaded.diagnostics {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-    let config = loaded
-        .config
-        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()));
-    if config.is_none() {
-        eprintln!("{}: invalid config, nothing rendered", config_dir.display());
-    }
-    Ok(config)
 }
 
 /// Writes `dir/compose.yaml` and `dir/config/<path>/<file>`: secret files mode 0600, the others

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kstack_config::{Config, fs};
+use kstack_config::Config;
 use kstack_engine::plan::{Action, Observed, Plan};
 use kstack_engine::status::ServiceStatus;
 use kstack_engine::{Event, Limits, ObjectRef, Options, Report};
@@ -174,8 +174,9 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
         DeployCommand::History(a) => &a.target,
         DeployCommand::Rollback(a) => &a.target,
     };
-    let Some(config) = load(target)? else {
-        return Ok(Exit::BadInput);
+    let dir = &target.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing done"));
     };
     // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
     let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
@@ -192,24 +193,6 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
             DeployCommand::Rollback(args) => rollback(args, &config, &rendered).await,
         }
     })
-}
-
-/// Loads the config directory; prints every diagnostic. `None` when it is invalid.
-pub(crate) fn load(target: &Target) -> anyhow::Result<Option<Config>> {
-    let loaded = fs::load_dir(&target.config.config_dir)?;
-    for d in &loaded.diagnostics {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-    let config = loaded
-        .config
-        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()));
-    if config.is_none() {
-        eprintln!(
-            "{}: invalid config, nothing done",
-            target.config.config_dir.display()
-        );
-    }
-    Ok(config)
 }
 
 fn timeouts(config: &Config, default: Option<u64>) -> Limits {

@@ -148,8 +148,9 @@ fn guest_image(dir: &std::path::Path) -> anyhow::Result<kstack_verify::GuestImag
 }
 
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let Some(config) = super::deploy::load(&args.target)? else {
-        return Ok(Exit::BadInput);
+    let dir = &args.target.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing done"));
     };
     let Some(password) = config.passwords.get("keystone_admin_password") else {
         eprintln!(
