@@ -31,6 +31,7 @@ const LIBRARIES: &[&str] = &[
     "kstack-render",
     "kstack-engine",
     "kstack-kube",
+    "kstack-compose",
     "kstack-inventory",
     "kstack-verify",
 ];
@@ -63,6 +64,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "kstack-engine",
             "kstack-ports",
         ],
+    ),
+    (
+        "kstack-compose",
+        &["kstack-model", "kstack-config", "kstack-render"],
     ),
     ("kstack-inventory", &["kstack-ports"]),
     ("kstack-verify", &[]),
@@ -102,6 +107,12 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "kstack-model",
         &["kube"],
         "only kstack-kube talks to an API server",
+    ),
+    (
+        "kstack-compose",
+        &["kube", "tokio", "reqwest"],
+        "the single node runs no Kubernetes: its runner drives the docker command line, \
+         synchronously, and calls no HTTP API",
     ),
     (
         "kstack-inventory",
@@ -395,5 +406,62 @@ fn the_checks_find_a_forbidden_edge_and_the_path_to_a_forbidden_package() {
     assert!(
         closure[0].starts_with("kstack-kube builds axum (kstack-kube -> kstack-inventory -> axum)"),
         "{closure:#?}"
+    );
+}
+
+/// The library and binary sources (`crates/*/src/**/*.rs`) that spawn the `docker` command,
+/// but for the crate whose job it is.
+fn docker_callers(crates: &Path) -> Vec<String> {
+    const RUNNER: &str = "kstack-compose";
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(crates).sort_by_file_name() {
+        let entry = entry.expect("walking crates/");
+        let path = entry.path();
+        let rel = path.strip_prefix(crates).expect("under crates/");
+        let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy());
+        let (Some(krate), Some(dir)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if krate == RUNNER || dir != "src" || path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("reading a source file");
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(r#"Command::new("docker")"#) {
+                found.push(format!(
+                    "crates/{}:{}: {}",
+                    rel.display(),
+                    i + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_kstack_compose_runs_docker() {
+    let found = docker_callers(&workspace_root().join("crates"));
+    assert!(
+        found.is_empty(),
+        "only kstack-compose runs docker (its Runner); use kstack_compose::DockerCompose:\n{}",
+        found.join("\n")
+    );
+    // The scan finds a call where there is one.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("kstack-cli/src/cmd");
+    std::fs::create_dir_all(&src).unwrap();
+    let call = r#"    let out = std::process::Command::new("docker").arg("ps");"#;
+    std::fs::write(src.join("compose.rs"), format!("fn f() {{\n{call}\n}}\n")).unwrap();
+    let runner = tmp.path().join("kstack-compose/src");
+    std::fs::create_dir_all(&runner).unwrap();
+    std::fs::write(runner.join("docker.rs"), call).unwrap();
+    assert_eq!(
+        docker_callers(tmp.path()),
+        [format!(
+            "crates/kstack-cli/src/cmd/compose.rs:2: {}",
+            call.trim()
+        )]
     );
 }

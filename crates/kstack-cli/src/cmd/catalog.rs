@@ -96,11 +96,7 @@ fn load_dir(dir: &Path, builtin: Catalog) -> anyhow::Result<Catalog> {
     if !dir.join(kstack_config::GLOBALS_FILE).exists() {
         return Ok(builtin);
     }
-    let loaded = kstack_config::fs::load_dir(dir)?;
-    for d in &loaded.diagnostics {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-    let Some(config) = loaded.config else {
+    let Some(config) = super::load_config(dir)? else {
         return Err(InputError(format!(
             "{}: invalid config directory (run `kstack validate`)",
             dir.display()

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use kstack_config::{Diag, fs, genpwd, passwords, templates};
+use kstack_config::{fs, genpwd, passwords, templates};
 
 use crate::exit::Exit;
 
@@ -100,12 +100,6 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<Exit> {
     }
 }
 
-fn report(diags: &[Diag]) {
-    for d in diags {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-}
-
 fn init(dir: &Path) -> anyhow::Result<Exit> {
     let files = [
         (
@@ -170,7 +164,7 @@ fn genpwd_cmd(dir: &Path) -> anyhow::Result<Exit> {
             Ok(Exit::Success)
         }
         Err(diags) => {
-            report(&diags);
+            super::print_diagnostics(&diags);
             Ok(Exit::BadInput)
         }
     }
@@ -178,7 +172,7 @@ fn genpwd_cmd(dir: &Path) -> anyhow::Result<Exit> {
 
 fn validate(dir: &Path) -> anyhow::Result<Exit> {
     let loaded = fs::load_dir(dir)?;
-    report(&loaded.diagnostics);
+    super::print_diagnostics(&loaded.diagnostics);
     let mut errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
     let mut warnings = loaded.diagnostics.len() - errors;
     // A directory that loads can still fail to render (an override a template cannot use, a

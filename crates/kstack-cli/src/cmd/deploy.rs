@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kstack_config::{Config, fs};
+use kstack_config::Config;
 use kstack_engine::plan::{Action, Observed, Plan};
 use kstack_engine::status::ServiceStatus;
 use kstack_engine::{Event, Limits, ObjectRef, Options, Report};
@@ -174,8 +174,9 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
         DeployCommand::History(a) => &a.target,
         DeployCommand::Rollback(a) => &a.target,
     };
-    let Some(config) = load(target)? else {
-        return Ok(Exit::BadInput);
+    let dir = &target.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing done"));
     };
     // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
     let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
@@ -192,24 +193,6 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
             DeployCommand::Rollback(args) => rollback(args, &config, &rendered).await,
         }
     })
-}
-
-/// Loads the config directory; prints every diagnostic. `None` when it is invalid.
-pub(crate) fn load(target: &Target) -> anyhow::Result<Option<Config>> {
-    let loaded = fs::load_dir(&target.config.config_dir)?;
-    for d in &loaded.diagnostics {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-    let config = loaded
-        .config
-        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()));
-    if config.is_none() {
-        eprintln!(
-            "{}: invalid config, nothing done",
-            target.config.config_dir.display()
-        );
-    }
-    Ok(config)
 }
 
 fn timeouts(config: &Config, default: Option<u64>) -> Limits {
@@ -287,18 +270,80 @@ struct DeployOutput<'a> {
 }
 
 async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
-    let lock = match take_lock(&args.target, config, rendered, "deploy", args.no_wait).await? {
+    let (target, no_wait) = (&args.target, args.no_wait);
+    under_lock(
+        Writer::Deploy,
+        target,
+        config,
+        rendered,
+        no_wait,
+        |waited| deploy_locked(&args, config, rendered, waited.as_secs_f64()),
+    )
+    .await
+}
+
+/// The commands that write to a cloud, one at a time, under its deploy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Deploy,
+    Rollback,
+}
+
+impl Writer {
+    fn command(self) -> &'static str {
+        match self {
+            Writer::Deploy => "deploy",
+            Writer::Rollback => "rollback",
+        }
+    }
+
+    /// Why the writer stopped when another writer took the lock over (`by`).
+    fn lost(self, by: &dyn std::fmt::Display) -> String {
+        let then = match self {
+            Writer::Deploy => "; run `kstack deploy` again (it converges)",
+            Writer::Rollback => "",
+        };
+        format!(
+            "the deploy lock was taken over by {by} while this {} could not renew it: stopped{then}",
+            self.command()
+        )
+    }
+
+    /// What the writer says when Ctrl-C stopped it.
+    fn interrupted(self) -> &'static str {
+        match self {
+            Writer::Deploy => "interrupted: stopped; run `kstack deploy` again (it converges)",
+            Writer::Rollback => "interrupted: stopped; `kstack status` shows where the service is",
+        }
+    }
+}
+
+/// Runs `work` holding the cloud's deploy lock for `writer` ([`take_lock`]; `work` is given
+/// how long the lock was waited for), and stops it when the lock is taken over (an error,
+/// exit 1) or on Ctrl-C (exit 130). The lock is released however `work` ends; when it cannot
+/// be taken, the exit code says why and `work` never runs.
+async fn under_lock<F, Fut>(
+    writer: Writer,
+    target: &Target,
+    config: &Config,
+    rendered: &Rendered,
+    no_wait: bool,
+    work: F,
+) -> anyhow::Result<Exit>
+where
+    F: FnOnce(Duration) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Exit>>,
+{
+    let command = writer.command();
+    let lock = match take_lock(target, config, rendered, command, no_wait).await? {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };
-    let waited = lock.waited.as_secs_f64();
     let result = tokio::select! {
-        r = deploy_locked(&args, config, rendered, waited) => r,
-        by = lock.lost() => Err(anyhow::anyhow!(
-            "the deploy lock was taken over by {by} while this deploy could not renew it: stopped; run `kstack deploy` again (it converges)"
-        )),
+        r = work(lock.waited) => r,
+        by = lock.lost() => Err(anyhow::anyhow!(writer.lost(&by))),
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted: stopped; run `kstack deploy` again (it converges)");
+            eprintln!("{}", writer.interrupted());
             Ok(Exit::Interrupted)
         }
     };
@@ -684,22 +729,11 @@ async fn rollback(
     config: &Config,
     rendered: &Rendered,
 ) -> anyhow::Result<Exit> {
-    let lock = match take_lock(&args.target, config, rendered, "rollback", args.no_wait).await? {
-        Ok(l) => l,
-        Err(code) => return Ok(code),
-    };
-    let result = tokio::select! {
-        r = rollback_locked(&args, config, rendered) => r,
-        by = lock.lost() => Err(anyhow::anyhow!(
-            "the deploy lock was taken over by {by} while this rollback could not renew it: stopped"
-        )),
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted: stopped; `kstack status` shows where the service is");
-            Ok(Exit::Interrupted)
-        }
-    };
-    lock.release().await;
-    result
+    let (target, no_wait) = (&args.target, args.no_wait);
+    under_lock(Writer::Rollback, target, config, rendered, no_wait, |_| {
+        rollback_locked(&args, config, rendered)
+    })
+    .await
 }
 
 async fn rollback_locked(
@@ -877,5 +911,30 @@ impl<'a> Progress<'a> {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Writer;
+
+    #[test]
+    fn a_stopped_writer_says_why_and_what_to_do_next() {
+        assert_eq!(
+            Writer::Deploy.lost(&"kstack deploy on host-a (pid 42)"),
+            "the deploy lock was taken over by kstack deploy on host-a (pid 42) while this deploy could not renew it: stopped; run `kstack deploy` again (it converges)"
+        );
+        assert_eq!(
+            Writer::Rollback.lost(&"kstack deploy on host-a (pid 42)"),
+            "the deploy lock was taken over by kstack deploy on host-a (pid 42) while this rollback could not renew it: stopped"
+        );
+        assert_eq!(
+            Writer::Deploy.interrupted(),
+            "interrupted: stopped; run `kstack deploy` again (it converges)"
+        );
+        assert_eq!(
+            Writer::Rollback.interrupted(),
+            "interrupted: stopped; `kstack status` shows where the service is"
+        );
     }
 }

@@ -65,8 +65,9 @@ fn parse_age(s: &str) -> Result<i64, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let Some(config) = super::deploy::load(&args.target)? else {
-        return Ok(Exit::BadInput);
+    let dir = &args.target.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing done"));
     };
     if !config.catalog.services.contains_key(&args.service) {
         eprintln!(

@@ -1,7 +1,11 @@
 //! One module per group of commands; each group is a clap `Subcommand` enum flattened here.
+//! Also what every command does alike: loading the config directory and printing its
+//! diagnostics.
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use kstack_config::{Config, Diag};
 
 use crate::exit::Exit;
 
@@ -21,6 +25,30 @@ pub mod verify;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InputError(pub String);
+
+/// Prints each diagnostic on stderr as miette renders it (file, line, the source line, help).
+pub(crate) fn print_diagnostics(diagnostics: &[Diag]) {
+    for d in diagnostics {
+        eprintln!("{:?}", miette::Report::new(d.clone()));
+    }
+}
+
+/// Loads the config directory (`kstack_config::fs::load_dir`) and prints every diagnostic;
+/// `None` when one of them is an error. Every command that reads a config directory loads it
+/// here, so all of them show the same diagnostics.
+pub(crate) fn load_config(dir: &Path) -> anyhow::Result<Option<Config>> {
+    let loaded = kstack_config::fs::load_dir(dir)?;
+    print_diagnostics(&loaded.diagnostics);
+    let errors = loaded.has_errors();
+    Ok(loaded.config.filter(|_| !errors))
+}
+
+/// Says that the config directory is invalid and that the command did `nothing` (`nothing
+/// done`, `nothing rendered`): bad input.
+pub(crate) fn invalid_config(dir: &Path, nothing: &str) -> crate::exit::Exit {
+    eprintln!("{}: invalid config, {nothing}", dir.display());
+    crate::exit::Exit::BadInput
+}
 
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -57,19 +57,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let dir = &args.config.config_dir;
         return super::compose::template(dir, args.service.as_deref(), &args.output);
     }
-    let loaded = fs::load_dir(&args.config.config_dir)?;
-    for d in &loaded.diagnostics {
-        eprintln!("{:?}", miette::Report::new(d.clone()));
-    }
-    let Some(config) = loaded
-        .config
-        .filter(|_| !loaded.diagnostics.iter().any(|d| d.is_error()))
-    else {
-        eprintln!(
-            "{}: invalid config, nothing rendered",
-            args.config.config_dir.display()
-        );
-        return Ok(Exit::BadInput);
+    let dir = &args.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing rendered"));
     };
     if let Some(service) = &args.service
         && !config.catalog.services.contains_key(service)

@@ -148,8 +148,9 @@ fn guest_image(dir: &std::path::Path) -> anyhow::Result<kstack_verify::GuestImag
 }
 
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let Some(config) = super::deploy::load(&args.target)? else {
-        return Ok(Exit::BadInput);
+    let dir = &args.target.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing done"));
     };
     let Some(password) = config.passwords.get("keystone_admin_password") else {
         eprintln!(
@@ -569,44 +570,22 @@ async fn logs(
 }
 
 /// The last lines of every server container of the services on this node's Docker engine
-/// (`docker ps` by kstack's labels, then [`super::compose::container_logs`]).
+/// ([`kstack_compose::service_logs`], by kstack's labels).
 fn compose_logs(services: &[String], redactor: &Redactor) -> Result<Vec<ServiceLog>, String> {
-    let docker = |args: &[&str]| -> Result<String, String> {
-        let out = std::process::Command::new("docker")
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("running docker: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`docker {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let mut out = Vec::new();
-    for service in services {
-        let names = docker(&[
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label={NAME_LABEL}={service}"),
-            "--filter",
-            &format!("label={COMPONENT_LABEL}={SERVER}"),
-            "--format",
-            "{{.Names}}",
-        ])?;
-        for name in names.lines().filter(|l| !l.is_empty()) {
-            let text = super::compose::container_logs(name, LOG_LINES, redactor)?;
-            out.push(ServiceLog {
-                service: service.clone(),
-                pod: name.to_owned(),
-                container: service.clone(),
-                lines: text.lines().map(str::to_owned).collect(),
-            });
-        }
-    }
-    Ok(out)
+    let logs = kstack_compose::service_logs(
+        &kstack_compose::DockerCompose,
+        services,
+        LOG_LINES as u32,
+        &|text| redactor.redact(text),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(logs
+        .into_iter()
+        .map(|l| ServiceLog {
+            pod: l.container,
+            container: l.service.clone(),
+            service: l.service,
+            lines: l.lines,
+        })
+        .collect())
 }
