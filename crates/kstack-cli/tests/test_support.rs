@@ -7,7 +7,11 @@
 //! workspace's included) turns on a feature of [`SUPPORT_FEATURES`] in its `[dependencies]` or
 //! through another feature, except kstack-e2e, whose library serves only its own tests and
 //! examples and which no crate depends on.
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "../../../tests/support/source_scan.rs"]
+mod source_scan;
+use source_scan::{crates_dir, read, workspace_crates};
 
 /// Modules that exist for tests only.
 const SUPPORT_MODULES: [&str; 3] = ["fake", "testing", "browser"];
@@ -18,30 +22,6 @@ const SUPPORT_FEATURES: [&str; 2] = ["testing", "fake"];
 /// The crate whose library is test code (see the module doc).
 const TEST_CRATE: &str = "kstack-e2e";
 
-/// `crates/` of the checkout the test runs in (cargo sets `CARGO_MANIFEST_DIR` at run time).
-fn crates_dir() -> PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-    dir.parent()
-        .expect("the crate lives in crates/")
-        .to_path_buf()
-}
-
-fn crates() -> Vec<PathBuf> {
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(crates_dir())
-        .expect("reading crates/")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .collect();
-    crates.sort();
-    assert!(crates.len() >= 8, "{crates:?}");
-    crates
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
 fn name(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
@@ -50,7 +30,7 @@ fn name(dir: &Path) -> String {
 fn test_support_modules_are_compiled_only_behind_a_feature() {
     let mut found = Vec::new();
     let mut gated = 0;
-    for dir in crates() {
+    for dir in workspace_crates() {
         let lib = dir.join("src/lib.rs");
         if !lib.is_file() {
             continue;
@@ -130,7 +110,7 @@ fn feature_leaks(path: &Path, manifest: &str) -> Vec<String> {
 #[test]
 fn only_dev_dependencies_turn_test_support_on() {
     let mut found = Vec::new();
-    for dir in crates() {
+    for dir in workspace_crates() {
         let path = dir.join("Cargo.toml");
         let manifest = read(&path);
         if name(&dir) != TEST_CRATE {

@@ -20,36 +20,12 @@ use std::path::{Path, PathBuf};
 
 use kstack_model::distro::{ALL, names};
 
+#[path = "../../../tests/support/source_scan.rs"]
+mod source_scan;
+use source_scan::{crates_dir, files, find_in_code, read, repo_dir, rust_files, workspace_crates};
+
 /// The one file allowed to spell them, relative to `crates/`.
 const DISTRO_MODULE: &str = "kstack-model/src/distro.rs";
-
-fn crates_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate lives in crates/")
-        .to_path_buf()
-}
-
-fn repo_dir() -> PathBuf {
-    crates_dir()
-        .parent()
-        .expect("crates/ lives in the repository")
-        .to_path_buf()
-}
-
-/// The files under `dir` whose extension is one of `exts`, in name order.
-fn files(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
-    walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .map(|e| e.expect("a readable directory entry").into_path())
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| exts.contains(&e))
-        })
-        .collect()
-}
 
 /// The names and the versions with a letter, each as a Rust or Jinja string literal.
 fn literals() -> Vec<String> {
@@ -63,21 +39,9 @@ fn literals() -> Vec<String> {
 /// `path:line: text` for every line of non-test Rust code in `files` holding a literal.
 fn rust_copies(root: &Path, files: &[PathBuf]) -> Vec<String> {
     let literals = literals();
-    let mut found = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        for (i, line) in text.lines().enumerate() {
-            if line.trim() == "#[cfg(test)]" {
-                break;
-            }
-            if !line.trim_start().starts_with("//") && literals.iter().any(|l| line.contains(l)) {
-                let name = path.strip_prefix(root).unwrap_or(path).display();
-                found.push(format!("{name}:{}: {}", i + 1, line.trim()));
-            }
-        }
-    }
-    found
+    find_in_code(root, "", files, |line| {
+        literals.iter().any(|l| line.contains(l))
+    })
 }
 
 /// `path:line: text` for every line of a script in `files`, outside comments, that names two
@@ -85,8 +49,7 @@ fn rust_copies(root: &Path, files: &[PathBuf]) -> Vec<String> {
 fn script_copies(root: &Path, files: &[PathBuf]) -> Vec<String> {
     let mut found = Vec::new();
     for path in files {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let text = read(path);
         for (i, line) in text.lines().enumerate() {
             if line.trim_start().starts_with('#') {
                 continue;
@@ -110,13 +73,10 @@ fn script_copies(root: &Path, files: &[PathBuf]) -> Vec<String> {
 #[test]
 fn the_distribution_table_is_spelled_only_in_the_distro_module() {
     let crates = crates_dir();
-    let mut rust: Vec<PathBuf> = std::fs::read_dir(&crates)
-        .expect("reading crates/")
-        .map(|e| e.expect("a directory entry").path().join("src"))
-        .filter(|p| p.is_dir())
-        .flat_map(|src| files(&src, &["rs"]))
+    let mut rust: Vec<PathBuf> = workspace_crates()
+        .iter()
+        .flat_map(|c| rust_files(&c.join("src")))
         .collect();
-    rust.sort();
     rust.retain(|f| f.strip_prefix(&crates).ok() != Some(Path::new(DISTRO_MODULE)));
     // The scan reaches the files that use the table (a wrong root would find nothing).
     for user in [
@@ -185,7 +145,7 @@ fn the_scans_find_a_copy_in_code_and_only_there() {
 fn the_starter_globals_names_the_distributions_of_the_table() {
     // `kstack init`'s globals.yml tells the operator the choices in comments.
     let path = crates_dir().join("kstack-config/templates/globals.yml");
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = read(&path);
     let n = names();
     let list = format!("{} or {}", n[..n.len() - 1].join(", "), n[n.len() - 1]);
     assert!(

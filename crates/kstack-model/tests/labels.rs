@@ -13,6 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../../tests/support/source_scan.rs"]
+mod source_scan;
+use source_scan::{crates_dir, find_in_code, rust_files, workspace_crates};
+
 /// What a label key literal starts with.
 const KEY_LITERALS: [&str; 3] = [
     "\"app.kubernetes.io/",
@@ -26,54 +30,19 @@ const LABELS_MODULE: &str = "kstack-model/src/labels.rs";
 /// Crates not scanned (see the module doc).
 const UNSCANNED_CRATES: [&str; 1] = ["kstack-inventory"];
 
-fn crates_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate lives in crates/")
-        .to_path_buf()
-}
-
-/// The `.rs` files under `dir`, in name order.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .map(|e| e.expect("a readable directory entry").into_path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect()
-}
-
-/// `file:line: text` for every line of non-test code in `files` that spells a key literal.
+/// `crates/<path>:line: text` for every line of non-test code in `files` that spells a key
+/// literal.
 fn key_literals(root: &Path, files: &[PathBuf]) -> Vec<String> {
-    let mut found = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        for (i, line) in text.lines().enumerate() {
-            if line.trim() == "#[cfg(test)]" {
-                break;
-            }
-            if !line.trim_start().starts_with("//") && KEY_LITERALS.iter().any(|k| line.contains(k))
-            {
-                let name = path.strip_prefix(root).unwrap_or(path).display();
-                found.push(format!("crates/{name}:{}: {}", i + 1, line.trim()));
-            }
-        }
-    }
-    found
+    find_in_code(root, "crates/", files, |line| {
+        KEY_LITERALS.iter().any(|k| line.contains(k))
+    })
 }
 
 fn scanned_files() -> Vec<PathBuf> {
     let root = crates_dir();
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("reading crates/")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.join("src").is_dir())
-        .filter(|p| !UNSCANNED_CRATES.iter().any(|c| p.ends_with(c)))
-        .collect();
-    crates.sort();
-    let mut files: Vec<PathBuf> = crates
+    let mut files: Vec<PathBuf> = workspace_crates()
         .iter()
+        .filter(|c| !UNSCANNED_CRATES.iter().any(|u| c.ends_with(u)))
         .flat_map(|c| rust_files(&c.join("src")))
         .collect();
     files.retain(|f| f.strip_prefix(&root).ok() != Some(Path::new(LABELS_MODULE)));

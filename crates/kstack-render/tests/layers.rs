@@ -11,21 +11,15 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../../tests/support/source_scan.rs"]
+mod source_scan;
+use source_scan::{read, rust_files};
+
 /// The target modules, by module name.
 const LEAVES: [&str; 2] = ["kubernetes", "compose"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-/// The `.rs` files under `dir`, in name order.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .map(|e| e.expect("a readable directory entry").into_path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect()
 }
 
 /// The leaf a source file (relative to `src/`) belongs to, if any: `<leaf>.rs` or a file under
@@ -90,8 +84,7 @@ fn sources() -> Vec<(PathBuf, String)> {
     rust_files(&root)
         .into_iter()
         .map(|f| {
-            let text = std::fs::read_to_string(&f)
-                .unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+            let text = read(&f);
             (f.strip_prefix(&root).unwrap().to_path_buf(), text)
         })
         .collect()
