@@ -991,29 +991,39 @@ fn compute_hosts_are_mapped_to_their_cell_once_they_register_and_whenever_they_j
         ini_value(scheduler, "scheduler", "discover_hosts_in_cells_interval").as_deref(),
         Some("60")
     );
-    // The deploy's discovery waits for a registered host instead of mapping nothing.
+    // The deploy's discovery waits for a compute's service record instead of mapping nothing,
+    // maps it, and fails when it is still not mapped.
     let task = config.catalog.services["nova-compute"]
         .bootstrap
         .iter()
         .find(|t| t.name == "discover-hosts")
         .expect("a discover-hosts task");
+    assert!(
+        task.with_workload,
+        "it polls, so it starts with the computes"
+    );
     let kstack_model::catalog::BootstrapKind::Command { command, .. } = &task.task else {
         panic!("{task:?}")
     };
-    let script = command.join(" ");
-    assert!(
-        script.starts_with("bash -c sudo -E kolla_set_configs && "),
-        "{script}"
-    );
-    assert!(
-        script.contains("nova-manage cell_v2 discover_hosts --by-service"),
-        "{script}"
-    );
-    assert!(
-        script.contains("nova-manage cell_v2 list_hosts"),
-        "{script}"
-    );
-    assert!(script.contains("exit 1"), "{script}");
+    assert_eq!(command[..2], ["bash", "-c"]);
+    let script = &command[2];
+    let order = [
+        "sudo -E kolla_set_configs\n",
+        "SELECT host FROM services WHERE `binary` = 'nova-compute' AND deleted = 0",
+        "SELECT host FROM host_mappings",
+        "rc=0; computes_mapped 600 || rc=$?\n",
+        "if [ \"$rc\" = 0 ]; then exit 0; fi\n",
+        "nova-manage cell_v2 discover_hosts --by-service\n",
+        "computes_mapped 1 || {",
+    ];
+    let mut at = 0;
+    for piece in order {
+        let found = script[at..]
+            .find(piece)
+            .unwrap_or_else(|| panic!("{piece:?} not after byte {at} of:\n{script}"));
+        at += found + piece.len();
+    }
+    assert!(script[at..].contains("exit 1; }"), "{script}");
 }
 
 #[test]
