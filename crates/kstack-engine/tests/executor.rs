@@ -121,9 +121,8 @@ async fn the_default_cloud_deploys_in_dependency_order() {
         "no Job ran before its service's dependencies were ready"
     );
     // Workloads whose install_after names less than depends_on started before all of it was
-    // ready: nova-api before placement, heat-engine before heat-api, the DHCP agent before the
-    // Open vSwitch agent.
-    for service in ["nova-api", "heat-engine", "neutron-dhcp-agent"] {
+    // ready: nova-api and neutron-server before placement, heat-engine before heat-api.
+    for service in ["nova-api", "neutron-server", "heat-engine"] {
         assert!(
             early_workloads.iter().any(|s| s == service),
             "{service} waited for all of depends_on: {early_workloads:?}"
