@@ -38,6 +38,18 @@ async fn the_default_cloud_deploys_in_dependency_order() {
             .unwrap();
         first(&log, &format!("ready {}", wl.desired.reference)).unwrap()
     };
+    // The catalog's bootstrap task a Job runs, by the Job's task label.
+    let task_of = |service: &str, o: &kstack_engine::plan::PlannedObject| {
+        let name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        cfg.catalog.services[service]
+            .bootstrap
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+    };
     let mut early_jobs = 0;
     let mut early_workloads = Vec::new();
     for service in &plan.services {
@@ -86,14 +98,8 @@ async fn the_default_cloud_deploys_in_dependency_order() {
             early_workloads.push(service.clone());
         }
         for o in objects.iter().filter(|o| o.desired.reference.kind == "Job") {
-            let task_name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
-                .as_str()
-                .unwrap();
-            let task = cfg.catalog.services[service]
-                .bootstrap
-                .iter()
-                .find(|t| t.name == task_name)
-                .unwrap();
+            let task = task_of(service, o);
+            let task_name = task.name.as_str();
             let start = first(&log, &format!("apply {}", o.desired.reference)).unwrap();
             let waits_for: Vec<&String> = if task.needs.is_empty() && task.after.is_empty() {
                 deps.iter().collect()
@@ -140,14 +146,8 @@ async fn the_default_cloud_deploys_in_dependency_order() {
             if o.desired.manifest["metadata"]["labels"]["kstack.io/phase"] == "post" {
                 // A post task runs once its service is healthy, or, `with_workload`, once its
                 // workload is applied and what it needs is ready.
-                let task_name = o.desired.manifest["metadata"]["labels"][TASK_LABEL]
-                    .as_str()
-                    .unwrap();
-                let task = cfg.catalog.services[service]
-                    .bootstrap
-                    .iter()
-                    .find(|t| t.name == task_name)
-                    .unwrap();
+                let task = task_of(service, o);
+                let task_name = task.name.as_str();
                 let ready = first(&log, &format!("ready {}", wl.desired.reference)).unwrap();
                 let start = first(&log, &format!("apply {}", o.desired.reference)).unwrap();
                 if task.with_workload {
