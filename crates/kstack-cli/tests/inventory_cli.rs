@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use kstack_inventory::testing::TestPki;
+use kstack_inventory::testing::{TestPki, free_port};
 
 const TOKEN: &str = "cli-test-token-0123456789abcdef012345";
 
@@ -38,14 +38,6 @@ fn tokens_file(dir: &Path, text: &str, mode: u32) -> String {
     std::fs::write(&path, text).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     path.to_str().unwrap().to_string()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `serve` with `args` refused before it listens: exit 2, stderr returned.
@@ -297,8 +289,9 @@ fn the_client_speaks_https_with_a_ca_file_and_hosts_register_unlocked() {
     );
 }
 
-#[test]
-fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
+/// `serve` with an admin token, its own database and a free port, plus `extra`, refused before
+/// it listens: its stderr.
+fn serve_refused_with(extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens_file(
         dir.path(),
@@ -306,8 +299,8 @@ fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
         0o600,
     );
     let db = dir.path().join("inventory.db");
-    let port = free_port().to_string();
-    let err = refused(&[
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut args = vec![
         "inventory",
         "serve",
         "--tokens",
@@ -316,16 +309,27 @@ fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
         db.to_str().unwrap(),
         "--no-node-sync",
         "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--keystone-url",
-        "keystone.openstack.svc:5000",
-    ]);
+        &listen,
+    ];
+    args.extend_from_slice(extra);
+    refused(&args)
+}
+
+#[test]
+fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
+    let err = serve_refused_with(&["--keystone-url", "keystone.openstack.svc:5000"]);
     assert!(
         err.contains("--keystone-url keystone.openstack.svc:5000"),
         "{err}"
     );
     assert!(err.contains("http://"), "{err}");
     // The role flags need a Keystone to ask.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(
+        dir.path(),
+        "admin-token-0123456789abcdef0123456789: admin\n",
+        0o600,
+    );
     let out = kstack(&[
         "inventory",
         "serve",
@@ -340,27 +344,7 @@ fn a_keystone_url_that_is_not_http_is_refused_naming_it() {
 
 #[test]
 fn a_cloud_namespace_that_is_not_a_namespace_name_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = tokens_file(
-        dir.path(),
-        "admin-token-0123456789abcdef0123456789: admin\n",
-        0o600,
-    );
-    let db = dir.path().join("inventory.db");
-    let port = free_port().to_string();
-    let err = refused(&[
-        "inventory",
-        "serve",
-        "--tokens",
-        &tokens,
-        "--database",
-        db.to_str().unwrap(),
-        "--no-node-sync",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--cloud-namespace",
-        "Open_Stack",
-    ]);
+    let err = serve_refused_with(&["--cloud-namespace", "Open_Stack"]);
     assert!(
         err.contains("--cloud-namespace \"Open_Stack\" is not a namespace name"),
         "{err}"

@@ -1,12 +1,52 @@
-//! Test helpers (feature `testing`): a throwaway certificate authority and a server certificate
-//! for 127.0.0.1 and localhost, written as PEM files, for the HTTPS tests of this crate, the
-//! CLI and the end-to-end suite.
+//! Test helpers (feature `testing`), for the tests of this crate, the CLI and the end-to-end
+//! suite: a throwaway certificate authority and a server certificate for 127.0.0.1 and
+//! localhost, written as PEM files; a free local port; a [`ServeConfig`] for a server on
+//! loopback with one admin token.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 use crate::tls::TlsConfig;
+use crate::{NoCloudStatus, NodeSync, Role, ServeConfig, Tokens};
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now (the OS's choice of a free one).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port on 127.0.0.1")
+        .port()
+}
+
+/// A server on `listen` with its SQLite database at `db`, `admin_token` as its one (admin)
+/// token, plain HTTP, no Keystone, no cloud, committed changes to `sync`, the audit every
+/// `audit_interval`. Tests change the fields they exercise.
+pub fn serve_config(
+    listen: SocketAddr,
+    db: &Path,
+    admin_token: &str,
+    audit_interval: Duration,
+    sync: Arc<dyn NodeSync>,
+) -> ServeConfig {
+    ServeConfig {
+        listen,
+        database_url: db.to_str().expect("a UTF-8 database path").to_string(),
+        tokens: Tokens::new(BTreeMap::from([(admin_token.to_string(), Role::Admin)]))
+            .expect("a valid token"),
+        keystone: None,
+        tls: None,
+        insecure_http: false,
+        audit_interval,
+        sync,
+        joins: None,
+        cloud: Arc::new(NoCloudStatus),
+        max_connections: None,
+    }
+}
 
 /// A CA certificate (`ca.crt`) and a server certificate and key it signed (`tls.crt`,
 /// `tls.key`), valid for `127.0.0.1` and `localhost`, in one directory.

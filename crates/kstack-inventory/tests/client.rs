@@ -2,41 +2,27 @@
 //! every call, the errors a user meets (no token, a token the service refuses, a host that is
 //! not there, a label key already set) and what each says.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kstack_inventory::client::{Client, ClientError};
 use kstack_inventory::model::Administrative;
-use kstack_inventory::{RecordingSync, Role, ServeConfig, Tokens, serve};
+use kstack_inventory::testing::{free_port, serve_config};
+use kstack_inventory::{RecordingSync, serve};
 
 const TOKEN: &str = "client-test-token-0123456789abcdef012";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_does_what_the_host_commands_need_and_says_what_went_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = ServeConfig {
-        listen: ([127, 0, 0, 1], port).into(),
-        database_url: dir.path().join("inv.db").to_str().unwrap().to_string(),
-        tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
-        keystone: None,
-        tls: None,
-        insecure_http: false,
-        audit_interval: Duration::from_secs(3600),
-        sync: Arc::new(RecordingSync::default()),
-        joins: None,
-        cloud: Arc::new(kstack_inventory::NoCloudStatus),
-        max_connections: None,
-    };
+    let config = serve_config(
+        ([127, 0, 0, 1], port).into(),
+        &dir.path().join("inv.db"),
+        TOKEN,
+        Duration::from_secs(3600),
+        Arc::new(RecordingSync::default()),
+    );
     let server = tokio::spawn(serve(config));
     let url = format!("http://127.0.0.1:{port}/");
     let client = Client::new(&url, Some(TOKEN), None).unwrap();

@@ -2,39 +2,18 @@
 //! the periodic audit reaching NodeSync, HTTPS with a certificate that is reloaded when its
 //! files change, and the refusal to send tokens over plain HTTP on a network address.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kstack_inventory::testing::TestPki;
-use kstack_inventory::{RecordingSync, Role, ServeConfig, SyncCall, Tokens, serve};
+use kstack_inventory::testing::{TestPki, free_port, serve_config};
+use kstack_inventory::{RecordingSync, ServeConfig, SyncCall, serve};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "serve-test-token-0123456789abcdef0123";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn config(listen: SocketAddr, db: &std::path::Path, sync: Arc<RecordingSync>) -> ServeConfig {
-    ServeConfig {
-        listen,
-        database_url: db.to_str().unwrap().to_string(),
-        tokens: Tokens::new(BTreeMap::from([(TOKEN.to_string(), Role::Admin)])).unwrap(),
-        keystone: None,
-        tls: None,
-        insecure_http: false,
-        audit_interval: Duration::from_millis(100),
-        sync,
-        joins: None,
-        cloud: Arc::new(kstack_inventory::NoCloudStatus),
-        max_connections: None,
-    }
+    serve_config(listen, db, TOKEN, Duration::from_millis(100), sync)
 }
 
 /// Waits until `url` answers at all (our own server starting on a port we chose: nothing to
