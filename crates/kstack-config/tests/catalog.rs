@@ -132,3 +132,22 @@ fn catalog_syntax_error_has_a_line() {
     assert_eq!(e.file, "catalog.yml");
     assert!(e.line > 0, "{e}");
 }
+
+#[test]
+fn a_bad_install_after_entry_names_file_line_field_and_what_to_write() {
+    // nova-api may start on what it depends on; `rabbitmq/db-sync` names a task rabbitmq
+    // does not have.
+    let cat =
+        "services:\n  nova-api:\n    install_after:\n      - keystone\n      - rabbitmq/db-sync\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    assert!(loaded.config.is_none());
+    let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 1, "{}", render_plain(&loaded.diagnostics));
+    let e = errors[0];
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_deref()),
+        ("catalog.yml", 3, Some("services.nova-api.install_after"))
+    );
+    assert!(e.message.contains("rabbitmq/db-sync"), "{}", e.message);
+    insta::assert_snapshot!(render_plain(&loaded.diagnostics));
+}
