@@ -435,9 +435,10 @@ pub fn task_spec(
             } else {
                 None
             };
-            let clouds = admin_clouds_yaml(config, target, admin)?;
-            // One Python process (kolla-toolbox's openstacksdk) does the whole registration:
-            // a dozen `openstack` commands each paid Python's start and a token.
+            // One Python process, on the standard library only, does the whole registration:
+            // a dozen `openstack` commands each paid Python's start and a token, and importing
+            // openstacksdk alone cost seconds of CPU in each of the registrations that run at
+            // once.
             let mut eps = Vec::new();
             for e in endpoints {
                 let url = format!("{}{}", target.url(g, name, e.port), e.path);
@@ -452,7 +453,7 @@ pub fn task_spec(
                 "endpoints": eps,
                 "roles": roles,
             });
-            let mut files = vec![secret("clouds.yaml", clouds)];
+            let mut files = vec![secret("admin.json", admin_json(config, target, admin)?)];
             if let Some(user_pw) = user_pw {
                 spec["password_file"] = serde_json::json!(format!("{TASK_DIR}/service-password"));
                 let mode = if service_project_maker(config) == Some(name) {
@@ -468,8 +469,7 @@ pub fn task_spec(
             let script = format!(
                 "#!/bin/bash\n\
                  # Registers {service_name} ({service_type}) in Keystone, rendered by kstack. Safe to run again.\n\
-                 export OS_CLIENT_CONFIG_FILE={TASK_DIR}/clouds.yaml\n\
-                 exec /opt/ansible/bin/python3 {TASK_DIR}/register.py {TASK_DIR}/register.json\n"
+                 exec /opt/ansible/bin/python3 {TASK_DIR}/register.py {TASK_DIR}/register.json {TASK_DIR}/admin.json\n"
             );
             files.push(plain("register.json", spec));
             files.push(plain("register.py", REGISTER_PY.to_owned()));
@@ -486,7 +486,6 @@ pub fn task_spec(
     }
 }
 
-/// The registration a `keystone_register` task runs (openstacksdk, in kolla-toolbox's Python).
 /// The enabled service whose registration makes Keystone project `service`, which every
 /// service user joins: the first by name that registers a user. The registrations run in
 /// parallel; the others wait for the project, so no two create it at once (Keystone would log
@@ -511,6 +510,8 @@ fn service_project_maker(config: &Config) -> Option<&str> {
         .map(|(n, _)| n.as_str())
 }
 
+/// The registration a `keystone_register` task runs (kolla-toolbox's Python, standard library
+/// only).
 const REGISTER_PY: &str = include_str!("../tasks/register.py");
 
 /// The `clouds.yaml` of a task that calls the APIs as the admin (kolla-toolbox's `openstack`
@@ -526,6 +527,23 @@ fn admin_clouds_yaml(config: &Config, target: Target, admin: &str) -> Result<Str
         q(&g.keystone_admin_project),
         q(&g.openstack_region_name),
     ))
+}
+
+/// The admin's credentials for `register.py`: Keystone's internal endpoint, the admin user and
+/// project (a Secret: it holds the admin password).
+fn admin_json(config: &Config, target: Target, admin: &str) -> Result<String, RenderError> {
+    let g = &config.globals;
+    let mut json = serde_json::to_string_pretty(&serde_json::json!({
+        "auth_url": keystone_url(config, target)?,
+        "username": g.keystone_admin_user,
+        "password": admin,
+        "project_name": g.keystone_admin_project,
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
+    }))
+    .expect("the admin's credentials serialize");
+    json.push('\n');
+    Ok(json)
 }
 
 /// A task with generated files: its `config.json` copies `own` to [`TASK_DIR`] (owned by

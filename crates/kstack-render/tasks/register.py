@@ -1,28 +1,102 @@
 """Registers a service in Keystone: the service, its internal and public endpoints, the roles
 it needs and, when it has one, its user in project `service` with roles admin and service.
-Rendered by kstack; run by a bootstrap Job in kolla-toolbox's Python (openstacksdk) as the admin
-of clouds.yaml. Safe to run again, and beside the registrations of other services: project
-`service`, which they share, is made by one of them only (SPEC's `service_project` is `create`
-there, `wait` in the others), so Keystone never sees two creates of it and logs no conflict.
-A create that conflicts all the same (a project deleted by hand, then two Jobs) finds what the
-other Job made.
+Rendered by kstack; run by a bootstrap Job as the admin whose credentials are in ADMIN.json.
+Keystone's v3 API over Python's standard library only: the Job pays one interpreter start and
+one token, not the import of a client library (seconds of CPU on a busy node, while every
+registration of a deploy runs at once).
 
-    python3 register.py SPEC.json   (the user's password, if any, in SPEC's password_file)
+Safe to run again, and beside the registrations of other services: project `service`, which
+they share, is made by one of them only (SPEC's `service_project` is `create` there, `wait` in
+the others), so Keystone never sees two creates of it and logs no conflict. A create that
+conflicts all the same (a project deleted by hand, then two Jobs) finds what the other Job made.
+
+    python3 register.py SPEC.json ADMIN.json   (the user's password, if any, in SPEC's password_file)
 """
 
 import json
 import sys
 import time
-
-import openstack
-from openstack import exceptions
-
+import urllib.error
+import urllib.parse
+import urllib.request
 
 WAIT_FOR_PROJECT = 300
+TIMEOUT = 30
 
 
 def log(msg):
     print(f"register: {msg}", flush=True)
+
+
+class Conflict(Exception):
+    pass
+
+
+class Keystone:
+    """The admin's session: one token, then plain JSON calls."""
+
+    def __init__(self, admin):
+        self.base = admin["auth_url"].rstrip("/")
+        if not self.base.endswith("/v3"):
+            self.base += "/v3"
+        body = {"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": admin["username"],
+                "domain": {"name": admin["user_domain_name"]},
+                "password": admin["password"],
+            }}},
+            "scope": {"project": {
+                "name": admin["project_name"],
+                "domain": {"name": admin["project_domain_name"]},
+            }},
+        }}
+        self.token = None
+        _, headers = self._call("POST", "/auth/tokens", body)
+        self.token = headers.get("X-Subject-Token")
+        if not self.token:
+            sys.exit("register: Keystone answered the login without a token")
+
+    def _call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("X-Auth-Token", self.token)
+        # Keystone may still be settling (a pod just ready, a restart): retry what did not
+        # reach it or what it answered 5xx, for about a minute.
+        for attempt in range(12):
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                    raw = resp.read()
+                    return (json.loads(raw) if raw else None), resp.headers
+            except urllib.error.HTTPError as e:
+                if e.code == 409:
+                    raise Conflict(path) from None
+                if e.code < 500 or attempt == 11:
+                    detail = e.read().decode(errors="replace")[:300]
+                    sys.exit(f"register: {method} {path}: HTTP {e.code}: {detail}")
+                why = f"HTTP {e.code}"
+            except (urllib.error.URLError, OSError) as e:
+                if attempt == 11:
+                    sys.exit(f"register: {method} {path}: {e}")
+                why = str(e)
+            log(f"{method} {path}: {why}; trying again")
+            time.sleep(min(1 + attempt, 5))
+
+    def get(self, path, **query):
+        q = urllib.parse.urlencode(query)
+        return self._call("GET", f"{path}?{q}" if q else path)[0]
+
+    def post(self, path, body):
+        return self._call("POST", path, body)[0]
+
+    def patch(self, path, body):
+        return self._call("PATCH", path, body)[0]
+
+    def put(self, path):
+        return self._call("PUT", path)[0]
 
 
 def ensure(what, find, create):
@@ -35,7 +109,7 @@ def ensure(what, find, create):
             made = create()
             log(f"created {what}")
             return made
-        except exceptions.ConflictException:
+        except Conflict:
             time.sleep(0.5 * (attempt + 1))
     found = find()
     if found is None:
@@ -43,16 +117,24 @@ def ensure(what, find, create):
     return found
 
 
-def service_project(idn, mode):
+def first(items, **match):
+    return next((i for i in items if all(i.get(k) == v for k, v in match.items())), None)
+
+
+def find_project(ks):
+    return first(ks.get("/projects", name="service", domain_id="default")["projects"],
+                 name="service")
+
+
+def service_project(ks, mode):
     """Project `service`: made here when `mode` is `create`; with `wait`, another
     registration of this deploy makes it, so wait for it, and make it after WAIT_FOR_PROJECT
     seconds (that registration did not run, e.g. the project was deleted by hand)."""
-    find = lambda: idn.find_project("service", domain_id="default")
     if mode == "wait":
         deadline = time.monotonic() + WAIT_FOR_PROJECT
         waited = False
         while time.monotonic() < deadline:
-            found = find()
+            found = find_project(ks)
             if found is not None:
                 if waited:
                     log("project service exists")
@@ -62,53 +144,69 @@ def service_project(idn, mode):
                 waited = True
             time.sleep(1)
         log(f"no project service after {WAIT_FOR_PROJECT} s; making it here")
-    return ensure("project service", find,
-                  lambda: idn.create_project(name="service", domain_id="default"))
+    return ensure("project service", lambda: find_project(ks),
+                  lambda: ks.post("/projects", {"project": {
+                      "name": "service", "domain_id": "default", "enabled": True}})["project"])
+
+
+def role(ks, name):
+    return ensure(f"role {name}",
+                  lambda: first(ks.get("/roles", name=name)["roles"], name=name),
+                  lambda: ks.post("/roles", {"role": {"name": name}})["role"])
 
 
 def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
-    conn = openstack.connect(cloud="kstack")
-    idn = conn.identity
+    with open(sys.argv[2], encoding="utf-8") as f:
+        ks = Keystone(json.load(f))
     name, stype, region = spec["name"], spec["type"], spec["region"]
 
     service = ensure(
         f"service {name} ({stype})",
-        lambda: next((s for s in idn.services() if s.name == name), None),
-        lambda: idn.create_service(name=name, type=stype),
+        lambda: first(ks.get("/services", type=stype)["services"], name=name),
+        lambda: ks.post("/services", {"service": {
+            "name": name, "type": stype, "enabled": True}})["service"],
     )
+    # Every call waits its turn among the registrations that run at once: one listing of the
+    # service's endpoints, and of the roles, serves every check after it.
+    existing = [e for e in ks.get("/endpoints", service_id=service["id"])["endpoints"]
+                if e["service_id"] == service["id"] and e.get("region_id") == region]
+    roles = {r["name"]: r for r in ks.get("/roles")["roles"]}
     for ep in spec["endpoints"]:
         iface, url = ep["interface"], ep["url"]
-        found = [e for e in idn.endpoints()
-                 if e.service_id == service.id and e.interface == iface and e.region_id == region]
+        found = [e for e in existing if e["interface"] == iface]
         if not found:
-            idn.create_endpoint(service_id=service.id, interface=iface, url=url, region_id=region)
+            ks.post("/endpoints", {"endpoint": {"service_id": service["id"], "interface": iface,
+                                                "url": url, "region_id": region}})
             log(f"created the {iface} endpoint {url}")
-        elif found[0].url != url:
-            idn.update_endpoint(found[0], url=url)
+        elif found[0]["url"] != url:
+            ks.patch(f"/endpoints/{found[0]['id']}", {"endpoint": {"url": url}})
             log(f"set the {iface} endpoint to {url}")
-    for role in spec.get("roles", []):
-        ensure(f"role {role}", lambda r=role: idn.find_role(r), lambda r=role: idn.create_role(name=r))
+    for r in spec.get("roles", []):
+        roles[r] = roles.get(r) or role(ks, r)
 
     if spec.get("password_file"):
         with open(spec["password_file"], encoding="utf-8") as f:
             password = f.read()
-        project = service_project(idn, spec.get("service_project", "create"))
-        user = idn.find_user(name, domain_id="default")
+        project = service_project(ks, spec.get("service_project", "create"))
+        find_user = lambda: first(ks.get("/users", name=name, domain_id="default")["users"],
+                                  name=name)
+        user = find_user()
         if user is None:
-            user = ensure(
-                f"user {name}",
-                lambda: idn.find_user(name, domain_id="default"),
-                lambda: idn.create_user(name=name, password=password, domain_id="default",
-                                        default_project_id=project.id),
-            )
+            make = lambda: ks.post("/users", {"user": {
+                "name": name, "password": password, "domain_id": "default",
+                "default_project_id": project["id"], "enabled": True}})["user"]
+            try:
+                user = make()
+                log(f"created user {name}")
+            except Conflict:
+                user = ensure(f"user {name}", find_user, make)
         else:
-            idn.update_user(user, password=password)
+            ks.patch(f"/users/{user['id']}", {"user": {"password": password}})
         for role_name in ("admin", "service"):
-            role = ensure(f"role {role_name}", lambda r=role_name: idn.find_role(r),
-                          lambda r=role_name: idn.create_role(name=r))
-            idn.assign_project_role_to_user(project, user, role)
+            r = roles.get(role_name) or role(ks, role_name)
+            ks.put(f"/projects/{project['id']}/users/{user['id']}/roles/{r['id']}")
         log(f"user {name} has roles admin and service in project service")
     log(f"{name} ({stype}) registered")
 

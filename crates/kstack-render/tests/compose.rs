@@ -299,7 +299,7 @@ fn bootstrap_tasks_are_one_shot_services_the_service_waits_for() {
     assert_eq!(
         names,
         [
-            "clouds.yaml",
+            "admin.json",
             "config.json",
             "register.json",
             "register.py",

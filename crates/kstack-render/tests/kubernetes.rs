@@ -437,16 +437,28 @@ fn the_external_network_is_a_post_task_of_neutron_server_only_when_asked_for() {
     ] {
         assert!(script.contains(want), "{want}:\n{script}");
     }
-    // The admin's password is in its clouds.yaml: a Secret's, never a ConfigMap's.
-    assert!(!r.objects.iter().any(|o| {
-        match o {
-            Object::ConfigMap(cm) => cm
-                .data
+    // The admin's password is in its clouds.yaml (and a registration's admin.json): a
+    // Secret's, never a ConfigMap's.
+    let in_secrets = |name: &str| {
+        r.objects.iter().any(|o| match o {
+            Object::Secret(s) => s
+                .string_data
                 .as_ref()
-                .is_some_and(|d| d.contains_key("clouds.yaml")),
+                .map(|d| d.contains_key(name))
+                .or_else(|| s.data.as_ref().map(|d| d.contains_key(name)))
+                .unwrap_or(false),
             _ => false,
-        }
-    }));
+        })
+    };
+    for name in ["clouds.yaml", "admin.json"] {
+        assert!(in_secrets(name), "{name} in a Secret");
+        assert!(!r.objects.iter().any(|o| {
+            match o {
+                Object::ConfigMap(cm) => cm.data.as_ref().is_some_and(|d| d.contains_key(name)),
+                _ => false,
+            }
+        }));
+    }
 }
 
 #[test]
