@@ -15,6 +15,11 @@ kstack=${CARGO_TARGET_DIR:-$PWD/target}/debug/kstack
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$kstack" init "$work/etc" >/dev/null
-echo 'enable_cinder: "yes"' >>"$work/etc/globals.yml"
+# Cinder, and the provider network (its task reads the admin's clouds.yaml: the YAML case).
+cat >>"$work/etc/globals.yml" <<'G'
+enable_cinder: "yes"
+kstack_external_network: "yes"
+kstack_external_network_cidr: 172.24.4.0/24
+G
 "$kstack" genpwd --config-dir "$work/etc" >/dev/null
 "$venv/bin/python" hack/escape/check.py "$kstack" "$work/etc" "$work"
