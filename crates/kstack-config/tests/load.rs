@@ -453,7 +453,7 @@ fn a_kolla_ansible_globals_with_jinja_values_loads() {
     assert_eq!(g.kolla_internal_vip_address.as_deref(), Some("192.0.2.10"));
     assert_eq!(g.public_host().as_deref(), Some("cloud.example.com"));
     assert_eq!(g.openstack_region_name, "lab-1");
-    assert_eq!(g.openstack_tag, "2025.1-debian-bookworm");
+    assert_eq!(g.images.openstack_tag, "2025.1-debian-bookworm");
     assert!(g.is_enabled("keystone") && g.is_enabled("nova") && !g.is_enabled("cinder"));
     assert_eq!(g.vars["openstack_logging_debug"], true);
     assert_eq!(c.passwords.get("database_password"), Some("db-lab-1"));

@@ -13,22 +13,31 @@ use serde_json::{Value, json};
 /// The typed fields of `Globals` (not `vars`), one line each.
 fn fields(g: &Globals) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = [
-        ("openstack_release", format!("{:?}", g.openstack_release)),
-        ("kolla_base_distro", format!("{:?}", g.kolla_base_distro)),
+        (
+            "openstack_release",
+            format!("{:?}", g.images.openstack_release),
+        ),
+        (
+            "kolla_base_distro",
+            format!("{:?}", g.images.kolla_base_distro),
+        ),
         (
             "kolla_base_distro_version",
-            format!("{:?}", g.kolla_base_distro_version),
+            format!("{:?}", g.images.kolla_base_distro_version),
         ),
         (
             "openstack_tag_suffix",
-            format!("{:?}", g.openstack_tag_suffix),
+            format!("{:?}", g.images.openstack_tag_suffix),
         ),
-        ("openstack_tag", format!("{:?}", g.openstack_tag)),
-        ("docker_registry", format!("{:?}", g.docker_registry)),
-        ("docker_namespace", format!("{:?}", g.docker_namespace)),
+        ("openstack_tag", format!("{:?}", g.images.openstack_tag)),
+        ("docker_registry", format!("{:?}", g.images.docker_registry)),
+        (
+            "docker_namespace",
+            format!("{:?}", g.images.docker_namespace),
+        ),
         (
             "docker_image_name_prefix",
-            format!("{:?}", g.docker_image_name_prefix),
+            format!("{:?}", g.images.docker_image_name_prefix),
         ),
         ("network_interface", format!("{:?}", g.network_interface)),
         (

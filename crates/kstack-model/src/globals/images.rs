@@ -33,14 +33,19 @@ pub(super) struct ImageSettings {
     docker_image_name_prefix: Read<String>,
 }
 
-/// The image variables, typed, with the derived ones filled in.
-#[derive(Debug)]
-pub(super) struct Images {
+/// The image variables of globals.yml, typed, with the derived ones filled in
+/// ([`Globals::images`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Images {
     pub openstack_release: String,
+    /// One of [`crate::distro::names`].
     pub kolla_base_distro: String,
+    /// The distribution's own version unless set explicitly.
     pub kolla_base_distro_version: String,
     pub openstack_tag_suffix: String,
+    /// `{release}-{distro}-{distro_version}{suffix}` unless set explicitly.
     pub openstack_tag: String,
+    /// Empty means no registry part in image references.
     pub docker_registry: String,
     pub docker_namespace: String,
     pub docker_image_name_prefix: String,
@@ -220,22 +225,23 @@ impl Globals {
         match self.vars.get(&format!("{service}_tag")) {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => self.openstack_tag.clone(),
+            _ => self.images.openstack_tag.clone(),
         }
     }
 
     /// The image reference `[registry/]namespace/prefix<image>:<tag>` for an image of a service,
     /// e.g. `image_ref("nova", "nova-api")`.
     pub fn image_ref(&self, service: &str, image: &str) -> String {
-        let registry = if self.docker_registry.is_empty() {
+        let i = &self.images;
+        let registry = if i.docker_registry.is_empty() {
             String::new()
         } else {
-            format!("{}/", self.docker_registry)
+            format!("{}/", i.docker_registry)
         };
         format!(
             "{registry}{}/{}{image}:{}",
-            self.docker_namespace,
-            self.docker_image_name_prefix,
+            i.docker_namespace,
+            i.docker_image_name_prefix,
             self.tag_for(service)
         )
     }
@@ -244,6 +250,7 @@ impl Globals {
     /// [`crate::distro::names`]; a `Globals` built by hand with another name gets
     /// kolla-ansible's default, [`crate::distro::DEFAULT`].
     pub fn distro(&self) -> crate::distro::Distro {
-        crate::distro::Distro::named(&self.kolla_base_distro).unwrap_or(crate::distro::DEFAULT)
+        crate::distro::Distro::named(&self.images.kolla_base_distro)
+            .unwrap_or(crate::distro::DEFAULT)
     }
 }

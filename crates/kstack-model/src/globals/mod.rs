@@ -28,6 +28,7 @@ mod network;
 mod services;
 mod validate;
 
+pub use images::Images;
 pub use kolla::parse_bool;
 pub use kubernetes::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_TIMEOUT_SECS, QUORUM_CLUSTERS, ROLES, Resources,
@@ -53,16 +54,8 @@ pub struct GlobalsIssue {
 /// The deployment description kstack acts on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Globals {
-    pub openstack_release: String,
-    pub kolla_base_distro: String,
-    pub kolla_base_distro_version: String,
-    pub openstack_tag_suffix: String,
-    /// `{release}-{distro}-{distro_version}{suffix}` unless set explicitly.
-    pub openstack_tag: String,
-    /// Empty means no registry part in image references.
-    pub docker_registry: String,
-    pub docker_namespace: String,
-    pub docker_image_name_prefix: String,
+    /// The release, distribution, registry and tags the image references are made of.
+    pub images: Images,
     pub network_interface: String,
     pub neutron_external_interface: String,
     pub openstack_region_name: String,
@@ -272,14 +265,7 @@ impl Globals {
         );
 
         Ok(Globals {
-            openstack_release: images.openstack_release,
-            kolla_base_distro: images.kolla_base_distro,
-            kolla_base_distro_version: images.kolla_base_distro_version,
-            openstack_tag_suffix: images.openstack_tag_suffix,
-            openstack_tag: images.openstack_tag,
-            docker_registry: images.docker_registry,
-            docker_namespace: images.docker_namespace,
-            docker_image_name_prefix: images.docker_image_name_prefix,
+            images,
             network_interface,
             neutron_external_interface,
             openstack_region_name: services.openstack_region_name,
@@ -343,7 +329,7 @@ mod tests {
     #[test]
     fn defaults_match_kolla_ansible_2025_1() {
         let g = Globals::from_vars(&BTreeMap::new()).unwrap();
-        assert_eq!(g.openstack_tag, "2025.1-rocky-9");
+        assert_eq!(g.images.openstack_tag, "2025.1-rocky-9");
         assert_eq!(
             g.image_ref("nova", "nova-api"),
             "quay.io/openstack.kolla/nova-api:2025.1-rocky-9"
@@ -368,7 +354,7 @@ mod tests {
             "keystone_tag": "2025.1-ubuntu-noble-patched",
         })))
         .unwrap();
-        assert_eq!(g.kolla_base_distro_version, "noble");
+        assert_eq!(g.images.kolla_base_distro_version, "noble");
         assert_eq!(
             g.image_ref("nova", "nova-api"),
             "openstack.kolla/my-nova-api:2025.1-ubuntu-noble-aarch64"
@@ -596,7 +582,7 @@ mod tests {
             "registry.example.com/mirror",
         ] {
             let g = Globals::from_vars(&vars(json!({"docker_registry": r}))).unwrap();
-            assert_eq!(g.docker_registry, r);
+            assert_eq!(g.images.docker_registry, r);
         }
     }
 
