@@ -175,21 +175,9 @@ mod tests {
 
     use super::*;
 
+    /// The record [`crate::fake::service_record`] makes, with the steps of its deploy.
     fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> ServiceRecord {
         ServiceRecord {
-            service: service.into(),
-            generation,
-            deploy_generation: generation + 10,
-            time: format!("2026-11-25T20:0{generation}:00Z"),
-            state,
-            config_hash: "h".into(),
-            objects: BTreeMap::new(),
-            images: vec![format!("kolla/{service}:g{generation}")],
-            release: "2025.1".into(),
-            migration: None,
-            rollback_of: None,
-            config_refs: vec![],
-            manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
             // What the deploy of each generation did: its config, then a wait that ended
             // as the generation is recorded.
             steps: vec![
@@ -214,6 +202,7 @@ mod tests {
                     reason: (state == ServiceState::Failed).then(|| "timed out after 60s".into()),
                 },
             ],
+            ..crate::fake::service_record(service, generation, state, kind)
         }
     }
 

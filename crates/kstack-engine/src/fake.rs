@@ -5,6 +5,9 @@
 //! Time is tokio's, so tests run with a paused clock (`start_paused = true`): a 30-second
 //! readiness delay costs no real time and elapsed virtual time measures parallelism exactly.
 //!
+//! [`service_record`] is a release record for the tests of what reads the release history
+//! (the engine's cloud snapshot, `kstack-kube`'s watch of the records).
+//!
 //! Behind the `testing` feature: dependents turn it on in their `[dev-dependencies]`.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -16,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
+use crate::release::{ServiceRecord, ServiceState};
 
 /// How a service's workload and Jobs behave once applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,5 +394,32 @@ impl Cluster for FakeCluster {
         Ok(vec![
             json!({"reason": "Unhealthy", "message": "Readiness probe failed: connection refused"}),
         ])
+    }
+}
+
+/// Generation `generation` of `service`'s record in `state`: recorded by deploy generation
+/// `generation + 10` at a time that sorts by generation, release `2025.1`, one image tagged
+/// `g<generation>`, one manifest of `kind` named like the service, and no steps.
+pub fn service_record(
+    service: &str,
+    generation: u64,
+    state: ServiceState,
+    kind: &str,
+) -> ServiceRecord {
+    ServiceRecord {
+        service: service.into(),
+        generation,
+        deploy_generation: generation + 10,
+        time: format!("2026-11-25T20:0{generation}:00Z"),
+        state,
+        config_hash: "h".into(),
+        objects: BTreeMap::new(),
+        images: vec![format!("kolla/{service}:g{generation}")],
+        release: "2025.1".into(),
+        migration: None,
+        rollback_of: None,
+        config_refs: vec![],
+        manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
+        steps: vec![],
     }
 }

@@ -253,30 +253,12 @@ impl kstack_ports::CloudStatus for KubeCloudStatus {
 mod tests {
     use std::collections::BTreeMap;
 
-    use kstack_engine::release::{ServiceRecord, ServiceState, record_config_map};
+    use kstack_engine::fake::service_record;
+    use kstack_engine::release::{ServiceState, record_config_map};
     use kstack_ports::cloud::Health;
     use serde_json::{Value, json};
 
     use super::*;
-
-    fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> ServiceRecord {
-        ServiceRecord {
-            service: service.into(),
-            generation,
-            deploy_generation: generation + 10,
-            time: format!("2026-11-25T20:0{generation}:00Z"),
-            state,
-            config_hash: "h".into(),
-            objects: BTreeMap::new(),
-            images: vec![format!("kolla/{service}:g{generation}")],
-            release: "2025.1".into(),
-            migration: None,
-            rollback_of: None,
-            config_refs: vec![],
-            manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
-            steps: vec![],
-        }
-    }
 
     fn deployment(name: &str, gen_: i64, observed: i64, updated: i64, ready: i64) -> Value {
         json!({"kind": "Deployment", "metadata": {"name": name, "generation": gen_},
@@ -303,7 +285,12 @@ mod tests {
             s.problem.as_deref().unwrap().contains("no release record"),
             "{s:?}"
         );
-        let h = [record("keystone", 1, ServiceState::Healthy, "Deployment")];
+        let h = [service_record(
+            "keystone",
+            1,
+            ServiceState::Healthy,
+            "Deployment",
+        )];
         seen.apply(Change::Init("configmaps"));
         for r in &h {
             let cm = record_config_map("openstack", r);

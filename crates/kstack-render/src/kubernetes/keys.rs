@@ -31,8 +31,9 @@ use kstack_model::catalog::{self, VolumeKind};
 use kstack_model::globals::{FernetTiming, Globals};
 use kstack_model::labels::{FERNET_KEYS, GENERATED_ANNOTATION};
 
-use super::{labels, meta, pod_labels, short_hash};
+use super::{labels, meta, pod_labels};
 use crate::Object;
+use crate::names::short_hash;
 
 /// Mode of a key repository's files: read by the owner and the pod's `fsGroup` (the service's
 /// group), by nobody else.

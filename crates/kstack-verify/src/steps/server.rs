@@ -1,0 +1,210 @@
+//! The flavor and server steps: a flavor made by the admin, then a server booted from the
+//! step's image on the step's network, active, (with Cinder) a volume attached, deleted and
+//! gone. What it checks on a guest image is in [`super::guest`].
+use std::time::Instant;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{Failure, Run, id_of};
+use crate::cleanup::{Kind, Owner};
+use crate::http::Body;
+use crate::secs;
+use crate::ssh::Key;
+
+impl Run<'_> {
+    pub(super) async fn flavor(&mut self) -> Result<String, Failure> {
+        let admin = self.admin()?;
+        let token = admin.token.clone();
+        let nova = self.endpoint(admin, "compute")?;
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{nova}/flavors"),
+                Some(&token),
+                Body::Json(&json!({ "flavor": {
+                    "name": self.s.prefix, "vcpus": 1, "ram": 128, "disk": 1,
+                }})),
+            )
+            .await?;
+        let id = id_of(&v["flavor"], "flavor")?;
+        self.record(
+            Kind::Flavor,
+            &id,
+            format!("{nova}/flavors/{id}"),
+            Owner::Admin,
+        );
+        self.flavor_id = Some(id);
+        Ok("1 vCPU, 128 MiB RAM, 1 GiB disk".to_owned())
+    }
+
+    pub(super) async fn server(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let nova = self.endpoint(user, "compute")?;
+        let (Some(image), Some(flavor), Some(net)) =
+            (&self.image_id, &self.flavor_id, &self.network_id)
+        else {
+            return Err(Failure::check(
+                "no image, flavor or network from the steps before",
+            ));
+        };
+        let mut server = json!({
+            "name": self.s.prefix, "imageRef": image, "flavorRef": flavor,
+            "networks": [{ "uuid": net }],
+        });
+        // The guest gets the run's key from the metadata service, and a security group that
+        // lets SSH and ping in.
+        let key = if self.s.guest.is_some() {
+            let key = Key::generate().map_err(Failure::check)?;
+            let sg = self.login_access(&token).await?;
+            server["key_name"] = json!(self.s.prefix);
+            server["security_groups"] = json!([{ "name": sg }]);
+            self.register_key(&token, &nova, &key).await?;
+            Some(key)
+        } else {
+            None
+        };
+        let (id, url) = self.boot(&token, &nova, &server).await?;
+        let booted = Instant::now();
+        // The second server boots beside the first (same key and security group).
+        let second = match (&key, self.second_network.as_ref()) {
+            (Some(_), Some(net_b)) => {
+                let mut b = server.clone();
+                b["name"] = json!(format!("{}-b", self.s.prefix));
+                b["networks"] = json!([{ "uuid": net_b.network }]);
+                Some(self.boot(&token, &nova, &b).await?)
+            }
+            _ => None,
+        };
+        self.wait_active(&token, &id, &url).await?;
+        let active = secs(booted);
+        let (guest, session) = match &key {
+            Some(key) => {
+                let mut detail = self
+                    .guest(&token, &url, &id, &self.s.prefix, "the router")
+                    .await?;
+                let session = match self.external_id.clone() {
+                    Some(ext) => {
+                        let (d, session) = self.login(&token, &id, &ext, key).await?;
+                        detail.push_str("; ");
+                        detail.push_str(&d);
+                        Some(session)
+                    }
+                    None => {
+                        detail
+                            .push_str("; no external network, so no floating IP and no SSH login");
+                        None
+                    }
+                };
+                (format!("; {detail}"), session)
+            }
+            None => (String::new(), None),
+        };
+        let across = match (&second, &session) {
+            (Some((id_b, url_b)), Some(session)) => {
+                self.wait_active(&token, id_b, url_b).await?;
+                let name_b = format!("{}-b", self.s.prefix);
+                // Its network has no router yet: the metadata came through the DHCP port.
+                self.guest(&token, url_b, id_b, &name_b, "its network's DHCP port")
+                    .await?;
+                let net_b = self
+                    .second_network
+                    .clone()
+                    .ok_or_else(|| Failure::check("the second network is gone".to_owned()))?;
+                let v2 = format!("{}/v2.0", self.endpoint(self.user()?, "network")?);
+                self.attach(&token, &v2, &net_b.router, &net_b.name, &net_b.subnet)
+                    .await?;
+                let d = self.ping_across(session, &token, id_b, url_b).await?;
+                self.delete_and_wait(Kind::Server, url_b, &token).await?;
+                d
+            }
+            _ => String::new(),
+        };
+        let guest = format!("{guest}{across}");
+        // With Cinder, a volume attached to the running server, which its deletion releases (a
+        // detach from a running guest waits for the guest to let the device go).
+        let volume = if self.s.project_enabled("cinder") {
+            let cinder = self.endpoint(self.user()?, "block-storage")?;
+            let (volume, t) = self.attach_volume(&token, &cinder, &url).await?;
+            let written = match &session {
+                Some(session) => Some(self.write_volume(session).await?),
+                None => None,
+            };
+            Some((volume, t, written))
+        } else {
+            None
+        };
+        let deleting = Instant::now();
+        self.delete_and_wait(Kind::Server, &url, &token).await?;
+        let gone = secs(deleting);
+        let attached = match volume {
+            Some((volume, t, written)) => {
+                self.wait_volume(&volume, &token, "available").await?;
+                self.delete_and_wait(Kind::Volume, &volume, &token).await?;
+                format!(
+                    "; a 1 GiB volume attached (in-use) after {t:.1} s{}, available again once the server was deleted",
+                    written.unwrap_or_default()
+                )
+            }
+            None => String::new(),
+        };
+        Ok(format!(
+            "ACTIVE after {active:.1} s{guest}{attached}; deleted and gone after {gone:.1} s"
+        ))
+    }
+
+    /// Creates a server (recorded for the cleanup): its id and URL.
+    async fn boot(
+        &mut self,
+        token: &str,
+        nova: &str,
+        server: &Value,
+    ) -> Result<(String, String), Failure> {
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{nova}/servers"),
+                Some(token),
+                Body::Json(&json!({ "server": server })),
+            )
+            .await?;
+        let id = id_of(&v["server"], "server")?;
+        let url = format!("{nova}/servers/{id}");
+        self.record(Kind::Server, &id, url.clone(), Owner::User);
+        Ok((id, url))
+    }
+
+    /// Waits until the server is ACTIVE; ERROR (with nova's fault) or the time limit fail.
+    async fn wait_active(&self, token: &str, id: &str, url: &str) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, url, Some(token), Body::None)
+                .await?;
+            let s = &v["server"];
+            match s["status"].as_str().unwrap_or_default() {
+                "ACTIVE" => return Ok(()),
+                "ERROR" => {
+                    let fault = s["fault"]["message"].as_str().unwrap_or("no fault message");
+                    return Err(Failure::check(format!(
+                        "server {id} went to ERROR: {fault}"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        let task = s["OS-EXT-STS:task_state"].as_str().unwrap_or("none");
+                        return Err(Failure::check(format!(
+                            "server {id} not ACTIVE after {:?} (status {other}, task state {task})",
+                            self.s.timeout
+                        )));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The stack step: a Heat stack (with heat-api-cfn, one with a wait condition the step
+//! signals through its pre-signed URL) created, complete and deleted.
+use std::time::Instant;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{Failure, Run, id_of};
+use crate::cleanup::{Kind, Owner};
+use crate::http::{Body, status_error};
+use crate::secs;
+
+impl Run<'_> {
+    pub(super) async fn stack(&mut self) -> Result<String, Failure> {
+        let user = self.user()?;
+        let token = user.token.clone();
+        let heat = self.endpoint(user, "orchestration")?;
+        let name = self.s.prefix.clone();
+        let minutes = self.s.timeout.as_secs().div_ceil(60).max(1);
+        // With heat-api-cfn, a wait condition too: Heat makes a stack user and a pre-signed
+        // URL of the CloudFormation-compatible API, and the stack completes only once that URL
+        // is signalled (as a server's boot script would).
+        let cfn = self
+            .s
+            .service_of_type("cloudformation")
+            .is_some_and(|(_, info)| info.enabled);
+        let mut resources = json!({ "random": {
+            "type": "OS::Heat::RandomString",
+            "properties": { "length": 8 },
+        }});
+        if cfn {
+            resources["handle"] = json!({
+                "type": "OS::Heat::WaitConditionHandle",
+                "properties": { "signal_transport": "CFN_SIGNAL" },
+            });
+            resources["wait"] = json!({
+                "type": "OS::Heat::WaitCondition",
+                "properties": {
+                    "handle": { "get_resource": "handle" },
+                    "timeout": self.s.timeout.as_secs().max(1),
+                    "count": 1,
+                },
+            });
+        }
+        let (_, v) = self
+            .api
+            .call(
+                Method::POST,
+                &format!("{heat}/stacks"),
+                Some(&token),
+                Body::Json(&json!({
+                    "stack_name": name,
+                    "timeout_mins": minutes,
+                    "template": {
+                        "heat_template_version": "2018-08-31",
+                        "description": "kstack verify",
+                        "resources": resources,
+                    },
+                })),
+            )
+            .await?;
+        let id = id_of(&v["stack"], "stack")?;
+        let url = format!("{heat}/stacks/{name}/{id}");
+        self.record(Kind::Stack, &id, url.clone(), Owner::User);
+        let created = Instant::now();
+        let deadline = created + self.s.timeout;
+        let mut signalled: Option<f64> = None;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, &url, Some(&token), Body::None)
+                .await?;
+            let s = &v["stack"];
+            match s["stack_status"].as_str().unwrap_or_default() {
+                "CREATE_COMPLETE" => break,
+                bad @ ("CREATE_FAILED" | "ROLLBACK_COMPLETE" | "ROLLBACK_FAILED") => {
+                    let reason = s["stack_status_reason"]
+                        .as_str()
+                        .unwrap_or("no reason given");
+                    return Err(Failure::check(format!(
+                        "stack {name} went to {bad}: {reason}"
+                    )));
+                }
+                other => {
+                    if Instant::now() >= deadline {
+                        let waiting = if cfn && signalled.is_none() {
+                            ", its wait condition handle never offered a signal URL"
+                        } else {
+                            ""
+                        };
+                        return Err(Failure::check(format!(
+                            "stack {name} not CREATE_COMPLETE after {:?} (status {other}{waiting})",
+                            self.s.timeout
+                        )));
+                    }
+                    if cfn
+                        && signalled.is_none()
+                        && self.signal_wait_condition(&url, &token).await?
+                    {
+                        signalled = Some(secs(created));
+                    }
+                }
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
+        let complete = secs(created);
+        let deleting = Instant::now();
+        self.api
+            .call(Method::DELETE, &url, Some(&token), Body::None)
+            .await?;
+        crate::cleanup::wait_gone(&self.api, self.s, Kind::Stack, &url, &token)
+            .await
+            .map_err(Failure::check)?;
+        self.forget(&url);
+        let what = match signalled {
+            Some(t) => {
+                format!("stack with a wait condition signalled through heat-api-cfn after {t:.1} s")
+            }
+            None => "OS::Heat::RandomString stack".to_owned(),
+        };
+        Ok(format!(
+            "{what} CREATE_COMPLETE after {complete:.1} s; deleted after {:.1} s",
+            secs(deleting)
+        ))
+    }
+
+    /// Signals the wait condition of the stack at `stack_url` once its handle exists: reads
+    /// the handle's `signal` attribute (a pre-signed URL of heat-api-cfn) and PUTs a success
+    /// to it, without a token. `Ok(false)`: the handle has no URL yet.
+    async fn signal_wait_condition(&self, stack_url: &str, token: &str) -> Result<bool, Failure> {
+        let (_, v) = self
+            .api
+            .call(
+                Method::GET,
+                &format!("{stack_url}/resources/handle?with_attr=signal"),
+                Some(token),
+                Body::None,
+            )
+            .await?;
+        let signal = &v["resource"]["attributes"]["signal"];
+        // A JSON document in a string attribute (an object from some Heat versions).
+        let signal = match signal {
+            Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+            other => other.clone(),
+        };
+        let Some(alarm_url) = signal["alarm_url"].as_str().filter(|u| !u.is_empty()) else {
+            return Ok(false);
+        };
+        let reply = self
+            .api
+            .put_presigned(
+                alarm_url,
+                &json!({
+                    "status": "SUCCESS",
+                    "reason": "signalled by kstack verify",
+                    "data": "ok",
+                    "id": "kstack-verify",
+                }),
+            )
+            .await?;
+        if !reply.ok() {
+            return Err(status_error(
+                &Method::PUT,
+                &crate::http::presigned_display(alarm_url),
+                &reply,
+            )
+            .into());
+        }
+        Ok(true)
+    }
+}
