@@ -29,19 +29,9 @@ use serde_json::json;
 
 fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> ServiceRecord {
     ServiceRecord {
-        service: service.into(),
-        generation,
         deploy_generation: generation,
         time: "2026-11-25T22:00:00Z".into(),
-        state,
-        config_hash: "h".into(),
-        objects: BTreeMap::new(),
         images: vec![format!("kolla/{service}:2025.1")],
-        release: "2025.1".into(),
-        migration: None,
-        rollback_of: None,
-        config_refs: vec![],
-        manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
         steps: vec![
             DeployStep {
                 step: "config".into(),
@@ -64,6 +54,7 @@ fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> Se
                 reason: (state == ServiceState::Failed).then(|| "timed out after 30s".into()),
             },
         ],
+        ..kstack_engine::fake::service_record(service, generation, state, kind)
     }
 }
 
