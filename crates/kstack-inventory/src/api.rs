@@ -368,6 +368,19 @@ async fn delete_host(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Sets a host's administrative state (lock, unlock) and syncs it to its node.
+async fn set_administrative(
+    state: &AppState,
+    uuid: &str,
+    administrative: Administrative,
+) -> Result<Json<Host>, Error> {
+    let patch = HostPatch {
+        administrative: Some(administrative),
+        ..HostPatch::default()
+    };
+    update_and_sync(state, uuid, &patch).await
+}
+
 /// Lock a host.
 #[utoipa::path(post, path = "/v1/ihosts/{uuid}/lock", tag = "hosts",
     params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
@@ -381,11 +394,7 @@ async fn lock_host(
     State(state): State<AppState>,
     UuidPath(uuid): UuidPath,
 ) -> Result<Json<Host>, Error> {
-    let patch = HostPatch {
-        administrative: Some(Administrative::Locked),
-        ..HostPatch::default()
-    };
-    update_and_sync(&state, &uuid, &patch).await
+    set_administrative(&state, &uuid, Administrative::Locked).await
 }
 
 /// Unlock a host.
@@ -401,11 +410,7 @@ async fn unlock_host(
     State(state): State<AppState>,
     UuidPath(uuid): UuidPath,
 ) -> Result<Json<Host>, Error> {
-    let patch = HostPatch {
-        administrative: Some(Administrative::Unlocked),
-        ..HostPatch::default()
-    };
-    update_and_sync(&state, &uuid, &patch).await
+    set_administrative(&state, &uuid, Administrative::Unlocked).await
 }
 
 /// Assign labels (a JSON object of key to value) to a host, all or none. Keys under a prefix
