@@ -17,8 +17,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kstack_e2e::{TempNamespace, WAIT, client};
 use kstack_engine::release::{
-    DeployStep, IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, StepOutcome,
-    index_config_map, record_config_map,
+    IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
 };
 use kstack_inventory::{Role, ServeConfig, Tokens};
 use kstack_ports::cloud::{Health, Snapshot};
@@ -32,28 +31,7 @@ fn record(service: &str, generation: u64, state: ServiceState, kind: &str) -> Se
         deploy_generation: generation,
         time: "2026-11-25T22:00:00Z".into(),
         images: vec![format!("kolla/{service}:2025.1")],
-        steps: vec![
-            DeployStep {
-                step: "config".into(),
-                action: "create".into(),
-                started_ms: 0,
-                duration_ms: 400,
-                outcome: StepOutcome::Done,
-                reason: None,
-            },
-            DeployStep {
-                step: "healthy".into(),
-                action: "wait".into(),
-                started_ms: 400,
-                duration_ms: 30_000,
-                outcome: if state == ServiceState::Failed {
-                    StepOutcome::Failed
-                } else {
-                    StepOutcome::Done
-                },
-                reason: (state == ServiceState::Failed).then(|| "timed out after 30s".into()),
-            },
-        ],
+        steps: kstack_engine::fake::deploy_steps("create", 400, 30_000, 30, state),
         ..kstack_engine::fake::service_record(service, generation, state, kind)
     }
 }

@@ -168,8 +168,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use crate::release::{
-        DeployStep as RecordedStep, IndexEntry, ReleaseIndex, ServiceRecord, ServiceState,
-        StepOutcome, index_config_map, record_config_map,
+        IndexEntry, ReleaseIndex, ServiceRecord, ServiceState, index_config_map, record_config_map,
     };
     use serde_json::{Value, json};
 
@@ -180,28 +179,13 @@ mod tests {
         ServiceRecord {
             // What the deploy of each generation did: its config, then a wait that ended
             // as the generation is recorded.
-            steps: vec![
-                RecordedStep {
-                    step: "config".into(),
-                    action: format!("g{generation} create"),
-                    started_ms: 0,
-                    duration_ms: 1500,
-                    outcome: StepOutcome::Done,
-                    reason: None,
-                },
-                RecordedStep {
-                    step: "healthy".into(),
-                    action: "wait".into(),
-                    started_ms: 1500,
-                    duration_ms: 61_000,
-                    outcome: if state == ServiceState::Failed {
-                        StepOutcome::Failed
-                    } else {
-                        StepOutcome::Done
-                    },
-                    reason: (state == ServiceState::Failed).then(|| "timed out after 60s".into()),
-                },
-            ],
+            steps: crate::fake::deploy_steps(
+                &format!("g{generation} create"),
+                1500,
+                61_000,
+                60,
+                state,
+            ),
             ..crate::fake::service_record(service, generation, state, kind)
         }
     }

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::cluster::{Cluster, ClusterError, Condition, ObjectRef, WaitOutcome};
-use crate::release::{ServiceRecord, ServiceState};
+use crate::release::{DeployStep, ServiceRecord, ServiceState, StepOutcome};
 
 /// How a service's workload and Jobs behave once applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -422,4 +422,39 @@ pub fn service_record(
         manifests: vec![json!({"kind": kind, "metadata": {"name": service}})],
         steps: vec![],
     }
+}
+
+/// The steps of a service's deploy as the engine records them: its config (`config_action`,
+/// `config_ms`), then the wait until healthy (`wait_ms`), which failed with "timed out after
+/// `timeout_secs`s" when `state` is [`ServiceState::Failed`].
+pub fn deploy_steps(
+    config_action: &str,
+    config_ms: u64,
+    wait_ms: u64,
+    timeout_secs: u64,
+    state: ServiceState,
+) -> Vec<DeployStep> {
+    let failed = state == ServiceState::Failed;
+    vec![
+        DeployStep {
+            step: "config".into(),
+            action: config_action.into(),
+            started_ms: 0,
+            duration_ms: config_ms,
+            outcome: StepOutcome::Done,
+            reason: None,
+        },
+        DeployStep {
+            step: "healthy".into(),
+            action: "wait".into(),
+            started_ms: config_ms,
+            duration_ms: wait_ms,
+            outcome: if failed {
+                StepOutcome::Failed
+            } else {
+                StepOutcome::Done
+            },
+            reason: failed.then(|| format!("timed out after {timeout_secs}s")),
+        },
+    ]
 }
