@@ -193,60 +193,50 @@ impl KubernetesSettings {
     fn resources(&self, t: &mut Issues) -> BTreeMap<String, Resources> {
         let key = "kstack_resources";
         let mut resources = BTreeMap::new();
-        let Some(entries) = per_service(
+        per_service_mappings(
             t,
             key,
             &self.kstack_resources,
-            "a mapping of service to requests",
-            "write e.g. `kstack_resources: {nova: {cpu: 500m, memory: 1Gi}}`",
-        ) else {
-            return resources;
-        };
-        for (svc, r) in entries {
-            let Some(fields) = &r.typed else {
-                t.push(
-                    key,
-                    Some(svc.clone()),
-                    format!(
-                        "expected a mapping with `cpu` and `memory`, found {}",
-                        describe(r.raw())
-                    ),
-                    format!(
-                        "write e.g. `{svc}: {{cpu: 500m, memory: 1Gi}}` under `kstack_resources`"
-                    ),
-                );
-                continue;
-            };
-            let mut res = Resources::default();
-            for (field, q) in fields {
-                let slot = match field.as_str() {
-                    "cpu" => &mut res.cpu,
-                    "memory" => &mut res.memory,
-                    _ => {
-                        t.push(
+            (
+                "a mapping of service to requests",
+                "write e.g. `kstack_resources: {nova: {cpu: 500m, memory: 1Gi}}`",
+            ),
+            "a mapping with `cpu` and `memory`",
+            |svc| {
+                format!("write e.g. `{svc}: {{cpu: 500m, memory: 1Gi}}` under `kstack_resources`")
+            },
+            |t, svc, fields| {
+                let mut res = Resources::default();
+                for (field, q) in fields {
+                    let slot = match field.as_str() {
+                        "cpu" => &mut res.cpu,
+                        "memory" => &mut res.memory,
+                        _ => {
+                            t.push(
+                                key,
+                                Some(format!("{svc}.{field}")),
+                                format!("unknown resource `{field}`"),
+                                "only `cpu` and `memory` can be requested".into(),
+                            );
+                            continue;
+                        }
+                    };
+                    match &q.typed {
+                        Some(q) => *slot = Some(q.clone()),
+                        None => t.push(
                             key,
                             Some(format!("{svc}.{field}")),
-                            format!("unknown resource `{field}`"),
-                            "only `cpu` and `memory` can be requested".into(),
-                        );
-                        continue;
-                    }
-                };
-                match &q.typed {
-                    Some(q) => *slot = Some(q.clone()),
-                    None => t.push(
-                        key,
-                        Some(format!("{svc}.{field}")),
-                        format!(
-                            "expected a Kubernetes quantity, found {}",
-                            describe(q.raw())
+                            format!(
+                                "expected a Kubernetes quantity, found {}",
+                                describe(q.raw())
+                            ),
+                            "write a quantity such as `500m` or `1Gi`".into(),
                         ),
-                        "write a quantity such as `500m` or `1Gi`".into(),
-                    ),
+                    }
                 }
-            }
-            resources.insert(svc.clone(), res);
-        }
+                resources.insert(svc.clone(), res);
+            },
+        );
         resources
     }
 
@@ -306,67 +296,57 @@ impl KubernetesSettings {
     fn pod_labels(&self, t: &mut Issues) -> BTreeMap<String, BTreeMap<String, String>> {
         let key = "kstack_pod_labels";
         let mut pod_labels = BTreeMap::new();
-        let Some(entries) = per_service(
+        per_service_mappings(
             t,
             key,
             &self.kstack_pod_labels,
-            "a mapping of service to labels",
-            "write e.g. `kstack_pod_labels: {keystone: {team: identity}}`",
-        ) else {
-            return pod_labels;
-        };
-        for (svc, r) in entries {
-            let Some(labels) = &r.typed else {
-                t.push(
-                    key,
-                    Some(svc.clone()),
-                    format!(
-                        "expected a mapping of label to value, found {}",
-                        describe(r.raw())
-                    ),
-                    format!("write e.g. `{svc}: {{team: storage}}` under `kstack_pod_labels`"),
-                );
-                continue;
-            };
-            let mut out = BTreeMap::new();
-            for (label, value) in labels {
-                let at = Some(format!("{svc}.{label}"));
-                let Some(value) = &value.typed else {
-                    t.push(
-                        key,
-                        at,
-                        format!("expected a label value, found {}", describe(value.raw())),
-                        "write the value as a string".into(),
-                    );
-                    continue;
-                };
-                if label.starts_with(crate::labels::APP_PREFIX) {
-                    t.push(
-                        key,
-                        at,
-                        format!("`{label}` is set by kstack (it selects the service's pods)"),
-                        "use a label outside the `app.kubernetes.io/` prefix".into(),
-                    );
-                } else if !label_key(label) {
-                    t.push(
+            (
+                "a mapping of service to labels",
+                "write e.g. `kstack_pod_labels: {keystone: {team: identity}}`",
+            ),
+            "a mapping of label to value",
+            |svc| format!("write e.g. `{svc}: {{team: storage}}` under `kstack_pod_labels`"),
+            |t, svc, labels| {
+                let mut out = BTreeMap::new();
+                for (label, value) in labels {
+                    let at = Some(format!("{svc}.{label}"));
+                    let Some(value) = &value.typed else {
+                        t.push(
+                            key,
+                            at,
+                            format!("expected a label value, found {}", describe(value.raw())),
+                            "write the value as a string".into(),
+                        );
+                        continue;
+                    };
+                    if label.starts_with(crate::labels::APP_PREFIX) {
+                        t.push(
+                            key,
+                            at,
+                            format!("`{label}` is set by kstack (it selects the service's pods)"),
+                            "use a label outside the `app.kubernetes.io/` prefix".into(),
+                        );
+                    } else if !label_key(label) {
+                        t.push(
                         key,
                         at,
                         format!("`{label}` is not a valid Kubernetes label key"),
                         "use `[prefix/]name`: name at most 63 characters of a-z, 0-9, `-`, `_`, `.`".into(),
                     );
-                } else if !label_segment(value, true) {
-                    t.push(
+                    } else if !label_segment(value, true) {
+                        t.push(
                         key,
                         at,
                         format!("`{value}` is not a valid Kubernetes label value"),
                         "use at most 63 characters of a-z, 0-9, `-`, `_`, `.`, starting and ending with a letter or digit".into(),
                     );
-                } else {
-                    out.insert(label.clone(), value.clone());
+                    } else {
+                        out.insert(label.clone(), value.clone());
+                    }
                 }
-            }
-            pod_labels.insert(svc.clone(), out);
-        }
+                pod_labels.insert(svc.clone(), out);
+            },
+        );
         pod_labels
     }
 }
@@ -391,6 +371,32 @@ fn per_service<'a, T>(
                 help.into(),
             );
             None
+        }
+    }
+}
+
+/// Calls `each` with the entries of a per-service mapping whose values must be mappings,
+/// typed, in their order. The mapping itself is checked as [`per_service`] does (`what`: what
+/// it must be, and the help); an entry that is not `expected` is reported in its place with the
+/// help `example(service)`.
+fn per_service_mappings<'a, T>(
+    t: &mut Issues,
+    key: &str,
+    r: &'a Read<Vec<(String, Read<T>)>>,
+    (what, help): (&str, &str),
+    expected: &str,
+    example: impl Fn(&str) -> String,
+    mut each: impl FnMut(&mut Issues, &'a String, &'a T),
+) {
+    for (svc, entry) in per_service(t, key, r, what, help).into_iter().flatten() {
+        match &entry.typed {
+            Some(v) => each(t, svc, v),
+            None => t.push(
+                key,
+                Some(svc.clone()),
+                format!("expected {expected}, found {}", describe(entry.raw())),
+                example(svc),
+            ),
         }
     }
 }
