@@ -1,5 +1,6 @@
 //! Shared by the tests that read kstack's own sources to keep an invariant of ARCHITECTURE.md
-//! true (label keys, the distribution table, the render layers, test support behind features):
+//! true (label keys, the distribution table, the render layers, test support behind features,
+//! source file sizes):
 //! where the checkout is, its files in name order, and the lines of non-test code. A test
 //! includes it with `#[path = ".../tests/support/source_scan.rs"] mod source_scan;`.
 #![allow(dead_code)]
