@@ -436,9 +436,8 @@ pub fn task_spec(
                 None
             };
             // One Python process, on the standard library only, does the whole registration:
-            // a dozen `openstack` commands each paid Python's start and a token, and importing
-            // openstacksdk alone cost seconds of CPU in each of the registrations that run at
-            // once.
+            // a dozen `openstack` commands each paid Python's start and a token; one process
+            // with openstacksdk still paid its import and two calls per lookup.
             let mut eps = Vec::new();
             for e in endpoints {
                 let url = format!("{}{}", target.url(g, name, e.port), e.path);

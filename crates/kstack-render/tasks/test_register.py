@@ -258,6 +258,27 @@ class RegisterTest(unittest.TestCase):
         self.assertNotIn("$ecret", proc.stdout + proc.stderr)
         self.assertEqual(self.named("services", "glance"), [])
 
+    def test_an_answer_that_echoes_a_password_is_printed_masked(self):
+        # Keystone's validation errors may quote what was sent; the user's password is in
+        # the create that fails here.
+        real = self.ks.handle
+
+        def echoing(method, path, query, headers, body):
+            if method == "POST" and path == "/v3/users":
+                return 400, {}, {"error": {"message": f"Invalid input: {body['user']['password']!r}"}}
+            return real(method, path, query, headers, body)
+
+        self.ks.handle = echoing
+        with self.assertRaises(SystemExit) as exit:
+            self.run_register(self.spec(password_file=self.pw, service_project="create"))
+        message = str(exit.exception.code)
+        self.assertIn("POST /users: HTTP 400", message)
+        self.assertIn("***", message)
+        self.assertNotIn("gl@nce pw", message)
+
+    def tearDown(self):
+        register.SECRETS.clear()
+
 
 if __name__ == "__main__":
     unittest.main()
