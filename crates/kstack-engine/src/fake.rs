@@ -5,8 +5,9 @@
 //! Time is tokio's, so tests run with a paused clock (`start_paused = true`): a 30-second
 //! readiness delay costs no real time and elapsed virtual time measures parallelism exactly.
 //!
-//! [`service_record`] is a release record for the tests of what reads the release history
-//! (the engine's cloud snapshot, `kstack-kube`'s watch of the records).
+//! [`service_record`] is a release record, and [`deploy_steps`] the steps it records, for the
+//! tests of what reads the release history (the engine's cloud snapshot, `kstack-kube`'s watch
+//! of the records, the status page's end-to-end test).
 //!
 //! Behind the `testing` feature: dependents turn it on in their `[dev-dependencies]`.
 use std::collections::{BTreeMap, BTreeSet};
