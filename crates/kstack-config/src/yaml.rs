@@ -58,10 +58,7 @@ pub(crate) fn parse_entries(file: &str, text: &str, secret: bool) -> Result<Vec<
                 })
                 .collect();
             entries.sort_by_key(|e| (e.key_loc.line(), e.key_loc.column()));
-            let diags: Vec<Diag> = entries
-                .iter()
-                .filter_map(|e| yaml11_disagreement(file, text, e, secret))
-                .collect();
+            let diags = yaml11_disagreements(file, text, secret);
             if diags.is_empty() {
                 Ok(entries)
             } else {
@@ -156,45 +153,115 @@ fn yaml11_meaning(raw: &str) -> Option<&'static str> {
     }
 }
 
-/// An error when `e`'s value, written unquoted, means one thing to kolla-ansible and another
-/// to kstack ([`yaml11_meaning`]); with `secret`, the value is not shown.
-fn yaml11_disagreement(file: &str, text: &str, e: &Entry, secret: bool) -> Option<Diag> {
-    if !matches!(e.value, Value::Number(_) | Value::String(_)) {
-        return None;
+/// One open collection while walking the events of a document.
+enum Frame {
+    /// A mapping, with the path of its next value once its key was read.
+    Mapping {
+        path: String,
+        key: Option<String>,
+    },
+    Sequence {
+        path: String,
+        index: usize,
+    },
+}
+
+impl Frame {
+    /// The path of the node that comes next in this collection (`key`, `parent.key`,
+    /// `parent[i]`); `None` where a mapping's key comes next.
+    fn next_path(&self) -> Option<String> {
+        match self {
+            Frame::Mapping { key: None, .. } => None,
+            Frame::Mapping {
+                path, key: Some(k), ..
+            } if path.is_empty() => Some(k.clone()),
+            Frame::Mapping {
+                path, key: Some(k), ..
+            } => Some(format!("{path}.{k}")),
+            Frame::Sequence { path, index } => Some(format!("{path}[{index}]")),
+        }
     }
-    let line = text
-        .lines()
-        .nth(usize::try_from(e.value_loc.line()).ok()?.checked_sub(1)?)?;
-    let start = line
-        .char_indices()
-        .nth(
-            usize::try_from(e.value_loc.column())
-                .ok()?
-                .saturating_sub(1),
-        )
-        .map(|(i, _)| i)?;
-    let rest = &line[start..];
-    let raw = match rest.find(" #") {
-        Some(i) => &rest[..i],
-        None => rest,
+
+    /// A node of this collection was read: a mapping's key or value, a sequence's item.
+    fn advance(&mut self, scalar: Option<&str>) {
+        match self {
+            Frame::Mapping { key, .. } => {
+                *key = match key {
+                    None => Some(scalar.unwrap_or("?").to_owned()),
+                    Some(_) => None,
+                }
+            }
+            Frame::Sequence { index, .. } => *index += 1,
+        }
     }
-    .trim();
-    let meaning = yaml11_meaning(raw)?;
-    let shown = if secret {
-        "the value".to_owned()
-    } else {
-        format!("`{raw}`")
-    };
-    Some(
-        Diag::new(
-            Severity::Error,
-            file,
-            format!("{shown} is {meaning}: kolla-ansible and kstack would read different values"),
-        )
-        .at(e.value_loc.line(), e.value_loc.column())
-        .field(e.key.clone())
-        .help("quote the value (`key: \"...\"`) to mean the characters as written, or write the number plainly (`8`, `1000`)"),
-    )
+}
+
+/// Errors for every value, at any depth (`kstack_timeouts.keystone`, `list[2]`), written as a
+/// plain scalar that means one thing to kolla-ansible and another to kstack
+/// ([`yaml11_meaning`]); with `secret`, the value is not shown. Keys, quoted and block scalars
+/// and explicitly tagged values (`!!str 010`) mean the same to both.
+fn yaml11_disagreements(file: &str, text: &str, secret: bool) -> Vec<Diag> {
+    use granit_parser::{Event, Parser, ScalarStyle};
+    let mut diags = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    for event in Parser::new_from_str(text) {
+        // serde-saphyr has parsed this text already; an error here has been reported there.
+        let Ok((event, span)) = event else { break };
+        match event {
+            Event::Scalar(value, style, _, tag) => {
+                let Some(frame) = stack.last_mut() else {
+                    continue;
+                };
+                if let Some(path) = frame.next_path()
+                    && style == ScalarStyle::Plain
+                    && tag.is_none()
+                    && let Some(meaning) = yaml11_meaning(&value)
+                {
+                    let shown = if secret {
+                        "the value".to_owned()
+                    } else {
+                        format!("`{value}`")
+                    };
+                    diags.push(
+                        Diag::new(
+                            Severity::Error,
+                            file,
+                            format!(
+                                "{shown} is {meaning}: kolla-ansible and kstack would read different values"
+                            ),
+                        )
+                        .at(span.start.line() as u64, span.start.col() as u64 + 1)
+                        .field(path)
+                        .help("quote the value (`key: \"...\"`) to mean the characters as written, or write the number plainly (`8`, `1000`)"),
+                    );
+                }
+                frame.advance(Some(&value));
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                let path = match stack.last() {
+                    Some(frame) => frame.next_path().unwrap_or_else(|| "?".into()),
+                    None => String::new(),
+                };
+                stack.push(match event {
+                    Event::MappingStart(..) => Frame::Mapping { path, key: None },
+                    _ => Frame::Sequence { path, index: 0 },
+                });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+                if let Some(parent) = stack.last_mut() {
+                    parent.advance(None);
+                }
+            }
+            Event::Alias(_) => {
+                if let Some(frame) = stack.last_mut() {
+                    frame.advance(None);
+                }
+            }
+            _ => {}
+        }
+    }
+    diags
 }
 
 /// The top-level key written on line `line` (1-based) and the earlier line that sets it too.

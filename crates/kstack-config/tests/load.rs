@@ -409,11 +409,44 @@ fn unquoted_values_yaml_1_1_reads_otherwise_are_refused_with_their_line() {
             render_plain(&diags)
         );
     }
+    // At any depth: a mapping's value, a sequence's item, a flow collection's; each named by
+    // its path and line.
+    let (globals, diags) = load_globals(
+        "---\nkstack_timeouts:\n  keystone: 010\n  nova: '010'\nsome_list:\n  - ok\n  - 1e3\nsome_flow: {a: [x, 1_000]}\n",
+    );
+    assert!(globals.is_none(), "nested values accepted");
+    let found: Vec<(Option<&str>, u64)> = diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.field.as_deref(), d.line))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (Some("kstack_timeouts.keystone"), 3),
+            (Some("some_list[1]"), 7),
+            (Some("some_flow.a[1]"), 8)
+        ],
+        "{}",
+        render_plain(&diags)
+    );
+    // Explicitly tagged values mean the same to both.
+    let (_, diags) = load_globals("---\nsome_setting: !!str 010\n");
+    assert!(
+        !diags.iter().any(|d| d.is_error()),
+        "{}",
+        render_plain(&diags)
+    );
     // In passwords.yml, the value is not shown.
     let diags = kstack_config::passwords::parse("database_password: 0123\n").unwrap_err();
     assert_eq!(diags[0].field.as_deref(), Some("database_password"));
     let out = render_plain(&diags);
     assert!(out.contains("YAML 1.1") && !out.contains("0123"), "{out}");
+    let diags =
+        kstack_config::passwords::parse("nova_ssh_key:\n  private_key: 0123\n  public_key: x\n")
+            .unwrap_err();
+    assert_eq!(diags[0].field.as_deref(), Some("nova_ssh_key.private_key"));
+    assert!(!render_plain(&diags).contains("0123"));
 }
 
 #[test]
