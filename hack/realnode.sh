@@ -368,6 +368,61 @@ EP
 # of one dev cluster (the tests') never find data another one (the main job's) left behind.
 pool_dir() { echo "/var/lib/kstack/volumes/$(printf %s "$DIR" | sha256sum | cut -c1-12)"; }
 
+# What the cloud's services write on the host (the catalog's hostPath volumes under
+# /var/lib/kstack: nova-compute's node identity, libvirt's and Open vSwitch's state, ...) belongs
+# to the cloud of one dev cluster, whose etcd holds the records that match it. One real node runs
+# on a machine at a time, but several dev clusters may keep their data (the main job's and the
+# tests'): when another cluster's node comes up, the state of the last one is parked under
+# /var/lib/kstack-parked/<its hash> and this cluster's own parked state, if any, is put back; a
+# purge deletes only this cluster's state. (Without this, purging the tests' cluster deleted the
+# main cloud's nova-compute identity, and its nova-compute refused to start.)
+# (KSTACK_HOST_STATE and KSTACK_HOST_PARKED move both, for hack/test-devcluster-failures.sh.)
+HOST_STATE=${KSTACK_HOST_STATE:-/var/lib/kstack}
+HOST_PARKED=${KSTACK_HOST_PARKED:-/var/lib/kstack-parked}
+HOST_STATE_OWNER=$HOST_STATE/.owner
+parked_dir() { echo "$HOST_PARKED/$(printf %s "$1" | sha256sum | cut -c1-12)"; }
+# The host state's entries (every one but the volume pools and the owner file).
+host_state_entries() {
+  find "$HOST_STATE" -mindepth 1 -maxdepth 1 ! -name volumes ! -name .owner 2>/dev/null || true
+}
+host_state_take() {
+  local owner="" e parked
+  mkdir -p "$HOST_STATE"
+  [ -f "$HOST_STATE_OWNER" ] && owner=$(cat "$HOST_STATE_OWNER")
+  [ "$owner" = "$DIR" ] && return 0
+  if [ -n "$owner" ]; then
+    parked=$(parked_dir "$owner")
+    rm -rf "$parked" && mkdir -p "$parked"
+    echo "$owner" >"$parked/.owner"
+    for e in $(host_state_entries); do mv "$e" "$parked/"; done
+    say "parked the host state of the dev cluster in $owner under $parked"
+  fi
+  parked=$(parked_dir "$DIR")
+  if [ -d "$parked" ]; then
+    for e in $(find "$parked" -mindepth 1 -maxdepth 1 ! -name .owner); do
+      rm -rf "${HOST_STATE:?}/$(basename "$e")"
+      mv "$e" "$HOST_STATE/"
+    done
+    rm -rf "$parked"
+    rmdir "$HOST_PARKED" 2>/dev/null || true
+    say "restored this cluster's parked host state"
+  fi
+  echo "$DIR" >"$HOST_STATE_OWNER"
+}
+# --purge: this cluster's host state, where it is (in place when it owns it, or parked).
+host_state_purge() {
+  local e
+  if [ -f "$HOST_STATE_OWNER" ] && [ "$(cat "$HOST_STATE_OWNER")" = "$DIR" ]; then
+    for e in $(host_state_entries); do rm -rf "$e"; done
+    rm -f "$HOST_STATE_OWNER"
+  elif [ ! -f "$HOST_STATE_OWNER" ]; then
+    # State of the layout before owners: nobody's record says whose it is; as before, purged.
+    for e in $(host_state_entries); do rm -rf "$e"; done
+  fi
+  rm -rf "$(parked_dir "$DIR")"
+  rmdir "$HOST_PARKED" 2>/dev/null || true
+}
+
 # hostPath volumes on the real node for claims of the StorageClass kstack-real-node (static
 # provisioning: the PV controller binds a claim to a free volume of the class). A volume the
 # cluster already has keeps its path (a PV's path cannot change).
@@ -412,6 +467,7 @@ cmd_up() {
   [ -x "$BIN/kubelet" ] && [ -x "$BIN/kube-proxy" ] && [ -x "$BIN/coredns" ] || die "kubelet, kube-proxy or coredns missing in $BIN (hack/build-k8s.sh builds them)"
   mkdir -p "$R/logs" "$R/pids"
   echo "$DIR" >"$OWNER_FILE"
+  host_state_take
   trap 'say "the real node did not start; stopping it"; cmd_down; exit 1' ERR INT TERM
   local t0=$SECONDS
   network
@@ -490,7 +546,7 @@ cmd_down() {
     rm -rf "$(pool_dir)" /run/openvswitch
     find /var/lib/kstack/volumes -mindepth 1 -maxdepth 1 -regextype posix-extended \
       -regex '.*/[0-9]+' -exec rm -rf {} + 2>/dev/null || true
-    find /var/lib/kstack -mindepth 1 -maxdepth 1 ! -name volumes -exec rm -rf {} + 2>/dev/null || true
+    host_state_purge
     rmdir /var/lib/kstack/volumes /var/lib/kstack 2>/dev/null || true
   fi
   rm -f "$OWNER_FILE"
@@ -510,6 +566,8 @@ case "${1:-}" in
   down) BIN=$(dirname "$(ls "$CACHE"/bin/*/kube-proxy 2>/dev/null | head -1)"); cmd_down "${2:-}";;
   status) cmd_status;;
   preflight) preflight;;
+  # What `up` and `down --purge` do to the host state, alone (for the tests).
+  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; *) die "usage: realnode.sh host-state take|purge";; esac;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
     alive containerd || die "the real node is not running (kstack dev up starts it)"
     for d in "$@"; do import_images "$d"; done;;

@@ -21,6 +21,25 @@ out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27440 bash hack/devcluster.sh u
 check "port in use" "port 127.0.0.1:27440 is already in use" $rc "$out"
 kill $HOLDER 2>/dev/null; HOLDER=
 
+# 1b. The host state (the services' hostPath data) of one dev cluster survives another's up
+#     and purge: parked while the other runs, put back when this one comes up again.
+hs() { KSTACK_HOST_STATE=$T/hs KSTACK_HOST_PARKED=$T/parked KSTACK_DEV_DIR=$1 bash hack/realnode.sh host-state "$2" 2>/dev/null; }
+hs "$T/main" take && mkdir -p "$T/hs/nova" && echo id-main >"$T/hs/nova/compute_id" && mkdir -p "$T/hs/volumes/x"
+hs "$T/tests" take && [ ! -e "$T/hs/nova" ] && echo id-tests >"$T/hs/nova-tests" && hs "$T/tests" purge
+ok=$?
+hs "$T/main" take
+if [ $ok -eq 0 ] && [ "$(cat "$T/hs/nova/compute_id" 2>/dev/null)" = id-main ] && [ ! -e "$T/hs/nova-tests" ] && [ -d "$T/hs/volumes/x" ]; then
+  echo "ok   another cluster's up and purge keep this cluster's host state"; passes=$((passes + 1))
+else
+  echo "FAIL another cluster's up and purge keep this cluster's host state: $(cd "$T" && find hs parked 2>&1 | tr '\n' ' ')"; fails=$((fails + 1))
+fi
+hs "$T/main" purge
+if [ -z "$(find "$T/hs" -mindepth 1 ! -path "$T/hs/volumes*" 2>/dev/null)" ] && [ ! -e "$T/parked" ]; then
+  echo "ok   a purge deletes its own host state"; passes=$((passes + 1))
+else
+  echo "FAIL a purge deletes its own host state: $(cd "$T" && find hs parked 2>&1 | tr '\n' ' ')"; fails=$((fails + 1))
+fi
+
 # 2. No Go toolchain (and nothing cached for these versions).
 out=$(env PATH=/usr/bin:/bin KSTACK_CACHE_DIR=$T/cache KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27450 bash hack/devcluster.sh up --real-nodes 0 2>&1); rc=$?
 check "missing Go toolchain" "the Go toolchain is missing" $rc "$out"
