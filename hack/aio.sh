@@ -76,6 +76,9 @@ neutron_external_interface: kstack-ext0
 # reaches.
 kstack_external_network: "yes"
 kstack_external_network_cidr: 172.24.4.0/24
+# The cloud's public address: this machine's end of that network. The public endpoints are
+# there, published by HAProxy (its Service answers on it).
+kolla_external_vip_address: 172.24.4.1
 G
 fi
 "$KSTACK" genpwd

@@ -64,7 +64,7 @@ CONTAINERD_SOCK=$RUN_DIR/containerd/containerd.sock
 # Every image of the default cloud: crates/kstack-model/catalog/services.yaml (containers and
 # bootstrap tasks) and crates/kstack-render/src/tasks.rs (kolla-toolbox, the mariadb client).
 IMAGES=(
-    mariadb-server rabbitmq memcached
+    mariadb-server rabbitmq memcached haproxy
     keystone keystone-fernet glance-api placement-api
     nova-api nova-scheduler nova-conductor nova-novncproxy nova-compute nova-libvirt
     neutron-server neutron-openvswitch-agent neutron-dhcp-agent neutron-l3-agent neutron-metadata-agent
@@ -543,6 +543,13 @@ RUN rm -rf /var/lib/rabbitmq/* \\
 $(install_file $K/rabbitmq/rabbitmq/healthcheck_rabbitmq /usr/local/bin/healthcheck_rabbitmq 755)
 $(install_file $K/rabbitmq/rabbitmq/extend_start.sh /usr/local/bin/kolla_extend_start 644)
 USER rabbitmq
+EOF
+)"
+
+# The public endpoints' gateway (enable_haproxy with a public address): Debian's haproxy from
+# kolla-base's packages; it starts as root and runs as haproxy (42454).
+add haproxy "$(inter kolla-base)" "$(cat <<EOF
+$(configure_user haproxy)
 EOF
 )"
 

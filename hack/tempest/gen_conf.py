@@ -335,9 +335,10 @@ def main():
             if ep.get("region_id", ep.get("region")) in (region, None):
                 catalog.setdefault(svc["type"], {})[ep["interface"]] = ep["url"]
     say("catalog: " + ", ".join(f"{t} {sorted(e)}" for t, e in sorted(catalog.items())))
-    # Tempest's clients use the internal endpoints when every service has one (kstack's are
-    # the cluster's Service names), else the public ones.
-    iface = "internal" if all("internal" in e for e in catalog.values()) else "public"
+    # Tempest's clients use the public endpoints, as a cloud's users do (through the public
+    # gateway when the cloud has a public address; the Services' names otherwise, which the
+    # hosts file resolves), unless some service has none.
+    iface = "public" if all("public" in e for e in catalog.values()) else "internal"
     identity = catalog.get("identity", {}).get(iface, auth_url)
     uri_v3 = identity.rstrip("/")
     if not re.search(r"/v3$", uri_v3):

@@ -52,6 +52,8 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
             (service, None)
         }
         CatalogIssue::MissingPort { service, .. } => (service, Some("ports")),
+        CatalogIssue::PublicNotExposed { service, port } => (service, Some(port.as_str())),
+        CatalogIssue::SeveralGateways { service, .. } => (service, Some("public_gateway")),
         CatalogIssue::UnknownFact {
             service, container, ..
         }
@@ -82,7 +84,10 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         | CatalogIssue::StopTargetWithoutSignal { .. }
         | CatalogIssue::UnknownCondition { .. } => format!("services.{service}.containers"),
         CatalogIssue::MissingField { field, .. } => format!("services.{service}.{field}"),
-        CatalogIssue::MissingPort { .. } => format!("services.{service}.ports"),
+        CatalogIssue::MissingPort { .. } | CatalogIssue::PublicNotExposed { .. } => {
+            format!("services.{service}.ports")
+        }
+        CatalogIssue::SeveralGateways { .. } => format!("services.{service}.public_gateway"),
     };
     let mut line = 0;
     if let Some(text) = text {
@@ -164,7 +169,8 @@ pub fn effective_catalog(text: Option<&str>) -> Result<Catalog, Vec<Diag>> {
     }
 }
 
-/// The services whose enable flag is on in globals.
+/// The services whose enable flag is on in globals. The public gateway (`public_gateway`,
+/// HAProxy) runs only when there is a public address to publish on.
 pub fn enabled_services(catalog: &Catalog, globals: &Globals) -> BTreeSet<String> {
     catalog
         .services
@@ -175,6 +181,7 @@ pub fn enabled_services(catalog: &Catalog, globals: &Globals) -> BTreeSet<String
                 .get(&s.enable_flag)
                 .and_then(parse_bool)
                 .unwrap_or(false)
+                && (!s.public_gateway || globals.public_host().is_some())
         })
         .map(|(n, _)| n.clone())
         .collect()

@@ -33,8 +33,12 @@ fn no_catalog_file_gives_builtin_and_enabled_services() {
         render_plain(&loaded.diagnostics)
     );
     let c = loaded.config.unwrap();
-    assert_eq!(c.catalog.services.len(), 28);
+    assert_eq!(c.catalog.services.len(), 29);
     assert!(c.enabled.contains("nova-api"));
+    assert!(
+        !c.enabled.contains("haproxy"),
+        "no public address, so no public gateway"
+    );
     assert!(
         !c.enabled.contains("cinder-api"),
         "cinder is off by default"

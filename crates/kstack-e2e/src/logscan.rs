@@ -22,8 +22,8 @@ static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
         r"|Traceback \(most recent call last\)",
         // Python's logging without a format (kolla_set_configs and scripts).
         r"|^(?:ERROR|CRITICAL):",
-        // MariaDB, RabbitMQ, Open vSwitch, libvirt.
-        r"|\[ERROR\]|\[error\]|\|(?:ERR|EMER)\||: error : ",
+        // MariaDB, RabbitMQ, Open vSwitch, libvirt; HAProxy's alerts.
+        r"|\[ERROR\]|\[error\]|\|(?:ERR|EMER)\||: error : |\[ALERT\]",
     ))
     .expect("the error pattern is valid")
 });
@@ -208,6 +208,7 @@ mod tests {
             "2026-11-27 03:00:00.000 [error] <0.123.0> closing AMQP connection",
             "2026-11-27T03:00:00.000Z|00042|netdev|ERR|eth0: could not set MTU",
             "2026-11-27 03:00:00.000+0000: 1234: error : virNetSocketNew: failed",
+            "[ALERT]    (6) : [/usr/sbin/haproxy.main()] Cannot raise FD limit to 80035, limit is 20000.",
         ] {
             assert!(is_error(line), "{line}");
         }
@@ -217,6 +218,7 @@ mod tests {
             "[Fri Nov 27 03:00:00 2026] [wsgi:error] [pid 9] 2026-11-27 03:00:00.1 9 INFO keystone.common x",
             "INFO:__main__:Loading config file at /var/lib/kolla/config_files/config.json",
             "2026-11-27 03:00:00.000 [info] <0.123.0> accepting AMQP connection",
+            "[NOTICE]   (6) : haproxy version is 2.6.12-1+deb12u4",
         ] {
             assert!(!is_error(line), "{line}");
         }

@@ -22,12 +22,17 @@ use support::{
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
-/// default), central logging, Cinder with its volumes in a Ceph cluster, and the provider
-/// network kstack makes on the node's external interface (whose other end has 172.24.4.1/24),
-/// with a longer step limit for a loaded machine.
+/// default), central logging, Cinder with its volumes in a Ceph cluster, the provider network
+/// kstack makes on the node's external interface (whose other end, this machine, has
+/// 172.24.4.1/24), and that address as the cloud's public one (HAProxy publishes the public
+/// endpoints there), with a longer step limit for a loaded machine.
 const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n\
     enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n\
-    kstack_external_network: \"yes\"\nkstack_external_network_cidr: 172.24.4.0/24\n";
+    kstack_external_network: \"yes\"\nkstack_external_network_cidr: 172.24.4.0/24\n\
+    kolla_external_vip_address: 172.24.4.1\n";
+
+/// The cloud's public address (REAL_CLOUD's `kolla_external_vip_address`).
+const PUBLIC: &str = "172.24.4.1";
 
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
@@ -126,6 +131,13 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         assert_eq!(result(step), "ok", "step {step}: {verdict}");
     }
     assert_eq!(verdict["passed"], true, "{verdict}");
+    // A user's scenario through the public endpoints: verify logged in at Keystone's public
+    // URL and used the catalog's public endpoints, all on the public address (HAProxy).
+    assert_eq!(
+        verdict["auth_url"],
+        format!("http://{PUBLIC}:5000"),
+        "{verdict}"
+    );
     // The router's gateway is on the provider network the deploy made (public1), not on a
     // scratch one of verify's.
     let network = steps
@@ -907,7 +919,14 @@ async fn upgrade_without_a_failed_request(
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let apis = Apis::of(client, &cloud.ns.name).await?;
     anyhow::ensure!(apis.nova.is_some(), "the default cloud has nova-api");
-    let load = tokio::spawn(user_load(apis, password, stop.clone()));
+    let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
+    // The same load through the public endpoints (HAProxy, itself upgraded meanwhile).
+    let public = Apis {
+        keystone: format!("http://{PUBLIC}:5000"),
+        glance: format!("http://{PUBLIC}:9292"),
+        nova: Some(format!("http://{PUBLIC}:8774")),
+    };
+    let public_load = tokio::spawn(user_load(public, password, stop.clone()));
     // An operator follows keystone's logs through the upgrade.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
     let keystone_pods = |list: Vec<Pod>| -> Vec<String> {
@@ -947,6 +966,7 @@ async fn upgrade_without_a_failed_request(
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let load = load.await?;
+    let public_load = public_load.await?;
     assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
 
     // `kstack logs -f`, started before the upgrade, printed the lines of keystone's new pods.
@@ -1000,9 +1020,10 @@ async fn upgrade_without_a_failed_request(
     }
     assert!(upgraded > 0, "no running pod of an OpenStack service");
     load.assert_clean("during the upgrade");
+    public_load.assert_clean("during the upgrade, through the public endpoints");
     eprintln!(
-        "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
-        report["seconds"], load.rounds
+        "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed; {} rounds through the public endpoints, 0 failed",
+        report["seconds"], load.rounds, public_load.rounds
     );
     Ok(())
 }

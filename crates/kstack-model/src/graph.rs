@@ -335,7 +335,7 @@ mod tests {
             ]
         );
         assert_eq!(g.find_cycle(), None);
-        assert_eq!(g.nodes().count(), 27);
+        assert_eq!(g.nodes().count(), 28);
     }
 
     #[test]

@@ -100,7 +100,11 @@ const INTERFACE: &str = "pods use the cluster network, so services bind in their
 pub const SETTINGS: &[Setting] = &[
     honoured(
         "kolla_external_vip_address",
-        "public endpoints are registered on this address, and the API Services answer on it (`externalIPs`)",
+        "public endpoints are registered on this address; HAProxy's Service answers on it (`externalIPs`: route it to the nodes)",
+    ),
+    honoured(
+        "enable_haproxy",
+        "with a public address (`kolla_external_vip_address` or `kolla_external_fqdn`), HAProxy publishes every public endpoint there; `no` leaves that to the operator (internal traffic never goes through it: Kubernetes Services balance it)",
     ),
     honoured(
         "kolla_external_fqdn",
@@ -136,10 +140,6 @@ pub const SETTINGS: &[Setting] = &[
         "enable_*",
         Accepts::False,
         "kstack does not build this service (the services it builds are in `kstack catalog`)",
-    ),
-    meaningless(
-        "enable_haproxy",
-        "Kubernetes Services balance the load across pods",
     ),
     meaningless(
         "enable_keepalived",
@@ -347,7 +347,6 @@ mod tests {
             );
         }
         for key in [
-            "enable_haproxy",
             "enable_keepalived",
             "enable_fluentd",
             "api_interface",

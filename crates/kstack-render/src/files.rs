@@ -35,8 +35,8 @@ mod merge;
 mod templates;
 
 pub use context::{
-    RABBITMQ_BOOT_CHECK_SECS, RABBITMQ_BOOT_HANG_SECS, TemplateContext, VICTORIA_LOGS_RETENTION,
-    template_context,
+    PublicFrontend, RABBITMQ_BOOT_CHECK_SECS, RABBITMQ_BOOT_HANG_SECS, TemplateContext,
+    VICTORIA_LOGS_RETENTION, public_frontends, template_context,
 };
 pub use templates::template_names;
 
@@ -223,6 +223,9 @@ pub enum RenderError {
         env: String,
         message: String,
     },
+    /// The public gateway cannot listen where the settings say (see the message).
+    #[error("{message}")]
+    PublicAddress { message: String },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Override {

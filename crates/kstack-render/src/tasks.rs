@@ -128,6 +128,22 @@ pub fn keystone_url(config: &Config, target: Target) -> Result<String, RenderErr
     service_url(config, target, "keystone", "api")
 }
 
+/// Keystone's public URL: on the public address when the cloud has one (through the public
+/// gateway), else the internal one. What a user outside the cloud logs in at.
+pub fn keystone_public_url(config: &Config, target: Target) -> Result<String, RenderError> {
+    public_url(config, target, "keystone", "api")
+}
+
+/// The public URL of a service's port (the internal one when the cloud has no public address).
+pub fn service_public_url(
+    config: &Config,
+    target: Target,
+    service: &str,
+    port: &str,
+) -> Result<String, RenderError> {
+    public_url(config, target, service, port)
+}
+
 /// The public URL of a service's port ([`Target::public_url`]).
 fn public_url(
     config: &Config,

@@ -958,3 +958,51 @@ fn central_logging_is_refused_on_a_single_node_with_the_flag_and_what_to_use() {
     assert!(msg.contains("`enable_central_logging: no`"), "{msg}");
     assert!(msg.contains("kstack logs"), "{msg}");
 }
+
+#[test]
+fn on_one_node_haproxy_publishes_on_the_external_address_which_must_be_another_one() {
+    let globals = |vars: serde_json::Value| {
+        let serde_json::Value::Object(m) = vars else {
+            unreachable!()
+        };
+        Globals::from_vars(&m.into_iter().collect()).unwrap()
+    };
+    let b = compose::render(&config_with(
+        Catalog::builtin().unwrap(),
+        globals(serde_json::json!({
+            "kolla_internal_vip_address": "192.0.2.10",
+            "kolla_external_vip_address": "192.0.2.20",
+        })),
+    ))
+    .unwrap();
+    assert!(b.file.services.contains_key("haproxy"));
+    let cfg = b
+        .config_dirs
+        .iter()
+        .flat_map(|d| &d.files)
+        .find(|f| f.name == "haproxy.cfg")
+        .map(|f| f.content.clone())
+        .expect("haproxy.cfg");
+    assert!(
+        cfg.contains("bind 192.0.2.20:5000\n")
+            && cfg.contains("server keystone-api 192.0.2.10:5000\n"),
+        "{cfg}"
+    );
+    // Both on one address (the services already listen there on the same ports), or a name
+    // alone: nowhere to listen.
+    for (key, external) in [
+        ("kolla_external_vip_address", "192.0.2.10"),
+        ("kolla_external_fqdn", "cloud.example.com"),
+    ] {
+        let err = compose::render(&config_with(
+            Catalog::builtin().unwrap(),
+            globals(serde_json::json!({"kolla_internal_vip_address": "192.0.2.10", key: external})),
+        ))
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("kolla_external_vip_address") && msg.contains("enable_haproxy: no"),
+            "{key}: {msg}"
+        );
+    }
+}

@@ -790,3 +790,104 @@ fn a_per_host_variant_of_an_every_role_daemonset_keeps_the_role_alternatives() {
         .expect("a variant for compute-7");
     assert_eq!(required_terms(variant), expect("In"));
 }
+
+/// The haproxy.cfg of a rendered cloud, when HAProxy is in it.
+fn haproxy_cfg(r: &kstack_render::Rendered) -> Option<String> {
+    r.objects.iter().find_map(|o| match o {
+        Object::ConfigMap(cm) => cm.data.as_ref()?.get("haproxy.cfg").cloned(),
+        _ => None,
+    })
+}
+
+#[test]
+fn haproxy_publishes_the_enabled_services_public_ports_on_the_external_address() {
+    // No public address: no gateway, whatever enable_haproxy says.
+    let r = default_cloud();
+    assert!(!r.by_service().contains_key("haproxy"));
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(serde_json::json!({"enable_haproxy": "yes", "kolla_external_fqdn": ""})),
+    );
+    assert!(!r.by_service().contains_key("haproxy"));
+
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(serde_json::json!({"kolla_external_vip_address": "198.51.100.10"})),
+    );
+    let Object::Service(svc) = find(&r, "Service", "haproxy") else {
+        unreachable!()
+    };
+    let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.external_ips.as_deref(),
+        Some(&["198.51.100.10".to_owned()][..])
+    );
+    let ports: Vec<(String, i32)> = spec
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap(), p.port))
+        .collect();
+    // Every public endpoint's port of the default cloud (Cinder is off), none internal-only
+    // (nova's metadata API, MariaDB, RabbitMQ), no name over Kubernetes' 15 characters.
+    let mut numbers: Vec<i32> = ports.iter().map(|(_, n)| *n).collect();
+    numbers.sort_unstable();
+    assert_eq!(
+        numbers,
+        [80, 5000, 6080, 8000, 8004, 8774, 8780, 9292, 9696],
+        "{ports:?}"
+    );
+    assert!(ports.iter().all(|(n, _)| n.len() <= 15), "{ports:?}");
+    let cfg = haproxy_cfg(&r).expect("haproxy.cfg");
+    for (frontend, backend) in [
+        ("keystone-api", "keystone.openstack.svc:5000"),
+        ("nova-api-api", "nova-api.openstack.svc:8774"),
+        ("horizon-http", "horizon.openstack.svc:80"),
+    ] {
+        assert!(
+            cfg.contains(&format!("frontend {frontend}\n    bind 0.0.0.0:"))
+                && cfg.contains(&format!("server {frontend} {backend}\n")),
+            "{frontend}: {cfg}"
+        );
+    }
+    assert!(!cfg.contains("cinder"), "{cfg}");
+    // The public endpoints registered in Keystone are on that address.
+    let registrations: String = r
+        .objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::ConfigMap(cm) => cm.data.as_ref()?.get("register.json").cloned(),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        registrations.contains("http://198.51.100.10:8774"),
+        "{registrations}"
+    );
+
+    // With Cinder on, its API is published too; a name alone gets no external IP.
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(
+            serde_json::json!({"kolla_external_fqdn": "cloud.example.com", "enable_cinder": "yes"}),
+        ),
+    );
+    let Object::Service(svc) = find(&r, "Service", "haproxy") else {
+        unreachable!()
+    };
+    assert_eq!(svc.spec.as_ref().unwrap().external_ips, None);
+    assert!(
+        haproxy_cfg(&r)
+            .unwrap()
+            .contains("server cinder-api-api cinder-api.openstack.svc:8776")
+    );
+
+    // Turned off: the operator publishes the endpoints.
+    let r = render(
+        Catalog::builtin().unwrap(),
+        globals_with(
+            serde_json::json!({"kolla_external_vip_address": "198.51.100.10", "enable_haproxy": "no"}),
+        ),
+    );
+    assert!(!r.by_service().contains_key("haproxy"));
+}

@@ -205,7 +205,7 @@ mod tests {
     fn services_json_lists_every_service() {
         let text = services(&builtin(), Output::Json).unwrap();
         let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-        assert_eq!(rows.len(), 28);
+        assert_eq!(rows.len(), 29);
         assert_eq!(rows[0]["name"], "cinder-api");
         assert_eq!(rows[0]["images"][0], "cinder-api");
     }

@@ -83,15 +83,17 @@ pub struct Args {
     /// step from its containers).
     #[arg(long = "target", value_enum, default_value_t)]
     pub to: super::compose::TargetArg,
-    /// Keystone's URL (default: the keystone Service of the namespace,
-    /// http://keystone.<namespace>.svc:5000; on Compose, the node's address).
+    /// Keystone's URL (default: its public endpoint, on kolla_external_fqdn or
+    /// kolla_external_vip_address when set; else the keystone Service of the namespace,
+    /// http://keystone.<namespace>.svc:5000, or on Compose the node's address).
     #[arg(long, value_name = "URL")]
     pub os_auth_url: Option<String>,
     /// Which catalog endpoints to use after the token.
     #[arg(long, value_enum, default_value = "public")]
     pub interface: InterfaceArg,
-    /// Horizon's base URL when the catalog has no dashboard endpoint (default: the horizon
-    /// Service of the namespace, http://horizon.<namespace>.svc:80).
+    /// Horizon's base URL when the catalog has no dashboard endpoint (default: on the public
+    /// address when the cloud has one, else the horizon Service of the namespace,
+    /// http://horizon.<namespace>.svc:80).
     #[arg(long, value_name = "URL")]
     pub horizon_url: Option<String>,
     /// Reach HOST at ADDR instead of asking DNS, e.g. a Service name at its ClusterIP from a
@@ -192,7 +194,7 @@ fn settings(args: &Args, config: &Config, password: Password) -> anyhow::Result<
     };
     let auth_url = match &args.os_auth_url {
         Some(url) => url.clone(),
-        None => kstack_render::tasks::keystone_url(config, target)?,
+        None => kstack_render::tasks::keystone_public_url(config, target)?,
     };
     let mut s = Settings::new(
         auth_url,
@@ -208,7 +210,7 @@ fn settings(args: &Args, config: &Config, password: Password) -> anyhow::Result<
     s.services = services(config);
     s.horizon_url = Some(match &args.horizon_url {
         Some(url) => url.clone(),
-        None => kstack_render::tasks::service_url(config, target, "horizon", "http")?,
+        None => kstack_render::tasks::service_public_url(config, target, "horizon", "http")?,
     });
     s.timeout = Duration::from_secs(args.timeout);
     s.resolve = args.resolve.iter().cloned().collect();

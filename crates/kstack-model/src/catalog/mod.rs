@@ -32,10 +32,12 @@
 //!
 //! RabbitMQ and memcached have no HAProxy frontend in kolla-ansible either: clients list every
 //! host. They get a headless Service (stable per-pod names from the StatefulSet) instead.
-//! The keepalived VIP itself (VRRP) has no counterpart; an external address, where needed, is
-//! a LoadBalancer or NodePort Service chosen at render time, not in the catalog.
-//! Not in the catalog yet: `heat_api_cfn` (8000), `mariadb_clustercheck`, `keystone_fernet`
-//! rotation between peers.
+//! The `*_external` frontends (the public endpoints) are HAProxy's still, when there is a public
+//! address: the catalog's `haproxy` service (`public_gateway`) gets one frontend per `public`
+//! port of the enabled services, and its Service answers on `kolla_external_vip_address`
+//! (`externalIPs`). The keepalived VIP itself (VRRP) has no counterpart: the address is routed
+//! to the nodes, where kube-proxy answers on it.
+//! Not in the catalog yet: `mariadb_clustercheck`, `keystone_fernet` rotation between peers.
 //!
 //! This module holds the catalog's types, as the catalog files spell them; `load` reads,
 //! merges and checks catalog files into them.
@@ -114,6 +116,11 @@ pub struct Service {
     /// form, and what to use there instead. Rendering it for Compose is an error that says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only_kubernetes: Option<String>,
+    /// The service that publishes every enabled service's `public` ports on the public address
+    /// (`kolla_external_vip_address`): its Service carries those ports, and its config files
+    /// get them as `public_frontends`. At most one service of a catalog has it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_gateway: bool,
 }
 
 /// Which group of nodes a service runs on.
@@ -336,6 +343,10 @@ pub struct Port {
     /// Exposed through the service's Kubernetes Service (replaces an HAProxy frontend).
     #[serde(default)]
     pub expose: bool,
+    /// Published on the public address too, through the public gateway (the service with
+    /// `public_gateway`), when one is enabled: the port of a public endpoint. Needs `expose`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
 }
 
 fn tcp() -> Protocol {
@@ -712,4 +723,5 @@ pub struct ServiceOverlay {
     pub depends_on: Option<Vec<String>>,
     pub install_after: Option<Vec<String>>,
     pub only_kubernetes: Option<String>,
+    pub public_gateway: Option<bool>,
 }

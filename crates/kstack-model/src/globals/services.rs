@@ -25,6 +25,9 @@ pub const SERVICE_FLAGS: &[(&str, Option<bool>)] = &[
     ("openvswitch", None),
     ("cinder", Some(false)),
     ("central_logging", Some(false)),
+    // kolla-ansible's default; it runs only when there is a public address to publish on
+    // (kstack_config::catalog::enabled_services).
+    ("haproxy", Some(true)),
 ];
 
 /// The boolean settings kstack types, besides the `enable_*` flags: the ones a catalog config

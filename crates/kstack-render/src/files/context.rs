@@ -34,6 +34,78 @@ impl TemplateContext {
 /// otherwise (kolla-ansible keeps OpenSearch's logs 30 days before it starts deleting them).
 pub const VICTORIA_LOGS_RETENTION: &str = "30d";
 
+/// One frontend of the public gateway: a public port of an enabled service.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PublicFrontend {
+    /// `<service>-<port name>`, e.g. `keystone-api`.
+    pub name: String,
+    pub port: u16,
+    /// Where the gateway passes requests on: the service's address for `target`.
+    pub backend: String,
+    /// The noVNC proxy's port carries a WebSocket for as long as a console is open.
+    pub tunnel: bool,
+    /// Image uploads and downloads (Glance) may take hours: 6 h instead of a minute of
+    /// silence before the gateway gives up, as kolla-ansible gives Glance's frontend.
+    pub long_requests: bool,
+}
+
+/// The public gateway's frontends: every `public` port of the enabled services, by service
+/// name and port order; none when no gateway is enabled (no public address).
+pub fn public_frontends(config: &Config, target: Target) -> Vec<PublicFrontend> {
+    let g = &config.globals;
+    let on = |name: &String| config.enabled.contains(name);
+    let gateway_on = config
+        .catalog
+        .services
+        .iter()
+        .any(|(n, s)| s.public_gateway && on(n));
+    if !gateway_on {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (name, s) in &config.catalog.services {
+        if !on(name) {
+            continue;
+        }
+        for p in s.ports.iter().filter(|p| p.public) {
+            out.push(PublicFrontend {
+                name: format!("{name}-{}", p.name),
+                port: p.port,
+                backend: format!("{}:{}", target.host(g, name, None), p.port),
+                tunnel: name == "nova-novncproxy",
+                long_requests: name == "glance-api",
+            });
+        }
+    }
+    out
+}
+
+/// Where the public gateway listens: every address of its pod on Kubernetes (its Service
+/// carries the public address); on Compose, `kolla_external_vip_address`, an address of the
+/// node other than the internal one, where the services themselves listen on the same ports.
+fn public_bind_address(config: &Config, target: Target) -> Result<String, RenderError> {
+    let g = &config.globals;
+    match target {
+        Target::Kubernetes => Ok("0.0.0.0".to_owned()),
+        Target::Compose => {
+            if public_frontends(config, target).is_empty() {
+                return Ok(String::new());
+            }
+            let external = g
+                .vars
+                .get("kolla_external_vip_address")
+                .and_then(serde_json::Value::as_str)
+                .filter(|a| a.parse::<std::net::IpAddr>().is_ok());
+            match external {
+                Some(a) if Some(a) != g.kolla_internal_vip_address.as_deref() => Ok(a.to_owned()),
+                _ => Err(RenderError::PublicAddress {
+                    message: "on a single node HAProxy publishes the public endpoints on `kolla_external_vip_address`, which must be an IP address of the node other than `kolla_internal_vip_address` (the services listen there on the same ports); set it, or set `enable_haproxy: no` and publish the endpoints yourself".to_owned(),
+                }),
+            }
+        }
+    }
+}
+
 /// The [`TemplateContext`] of `config` for `target`; an error when the catalog lacks a port
 /// it addresses a service by.
 pub fn template_context(config: &Config, target: Target) -> Result<TemplateContext, RenderError> {
@@ -267,6 +339,16 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
     );
     set("cinder_port", Value::from(port(c, "cinder-api", "api")?));
     set("horizon_port", Value::from(port(c, "horizon", "http")?));
+    set(
+        "public_frontends",
+        kstack_config::jinja::to_jinja(
+            &serde_json::to_value(public_frontends(config, target)).unwrap_or_default(),
+        ),
+    );
+    set(
+        "public_bind_address",
+        Value::from(public_bind_address(config, target)?),
+    );
 
     // kolla-ansible: one physical network and bridge per external interface.
     let interfaces: Vec<String> = g

@@ -212,6 +212,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "cinder/cinder-api-uwsgi.ini.j2",
         include_str!("../../templates/cinder/cinder-api-uwsgi.ini.j2"),
     ),
+    (
+        "haproxy/haproxy.cfg.j2",
+        include_str!("../../templates/haproxy/haproxy.cfg.j2"),
+    ),
     // The operator's Ceph client files, written as they are (a keyring holds a key: secret).
     (
         "cinder/ceph.conf.j2",

@@ -1,5 +1,7 @@
 //! The Services of a catalog service (the one clients use, and a StatefulSet's headless
-//! `<service>-peers`) and the PodDisruptionBudget of a replicated service.
+//! `<service>-peers`) and the PodDisruptionBudget of a replicated service. The public
+//! gateway's Service carries every public frontend's port and answers on the public address.
+use kstack_config::Config;
 use kstack_k8s::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kstack_k8s::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
@@ -13,12 +15,15 @@ use crate::names::peers_service;
 
 /// The Services of a catalog service: `<service>`, what clients use, with the ports the catalog
 /// exposes and only ready pods behind it; and for a StatefulSet its governing headless Service
-/// ([`peers_service`]).
+/// ([`peers_service`]). The public gateway's Service also has the public frontends' ports
+/// ([`crate::files::public_frontends`]) and `kolla_external_vip_address` as an external IP,
+/// which kube-proxy answers on every node.
 pub(super) fn service_objects(
-    globals: &Globals,
+    config: &Config,
     name: &str,
     service: &catalog::Service,
 ) -> Vec<Service> {
+    let globals = &config.globals;
     let ports = |all: bool| -> Vec<ServicePort> {
         service
             .ports
@@ -34,13 +39,30 @@ pub(super) fn service_objects(
             .collect()
     };
     let mut out = Vec::new();
-    let exposed = ports(false);
+    let mut exposed = ports(false);
+    let mut external_ips = None;
+    if service.public_gateway {
+        exposed.extend(
+            crate::files::public_frontends(config, crate::files::Target::Kubernetes)
+                .into_iter()
+                .map(|f| ServicePort {
+                    // Port names are at most 15 characters: the number names it.
+                    name: Some(format!("public-{}", f.port)),
+                    port: i32::from(f.port),
+                    target_port: Some(IntOrString::Int(i32::from(f.port))),
+                    protocol: Some("TCP".to_owned()),
+                    ..Default::default()
+                }),
+        );
+        external_ips = external_ip(globals).map(|ip| vec![ip]);
+    }
     if !exposed.is_empty() {
         out.push(Service {
             metadata: meta(globals, name, labels(name, SERVER)),
             spec: Some(ServiceSpec {
                 selector: Some(selector(name)),
                 ports: Some(exposed),
+                external_ips,
                 ..Default::default()
             }),
             ..Default::default()
@@ -61,6 +83,17 @@ pub(super) fn service_objects(
         });
     }
     out
+}
+
+/// `kolla_external_vip_address` when it is an IP address (a name alone is the operator's to
+/// route: a load balancer or DNS in front of the gateway's Service).
+fn external_ip(globals: &Globals) -> Option<String> {
+    globals
+        .vars
+        .get("kolla_external_vip_address")
+        .and_then(serde_json::Value::as_str)
+        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_owned)
 }
 
 /// Keeps all but one replica of a replicated service running through voluntary disruptions

@@ -176,7 +176,7 @@ impl Renderer<'_> {
         }
 
         out.extend(
-            service_objects(globals, name, service)
+            service_objects(self.config, name, service)
                 .into_iter()
                 .map(Object::Service),
         );
