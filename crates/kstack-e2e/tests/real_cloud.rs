@@ -270,6 +270,7 @@ async fn every_api_closes_its_connections(
 ) -> anyhow::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
+    let public: std::net::IpAddr = PUBLIC.parse()?;
     for (service, port) in [
         ("keystone", 5000),
         ("glance-api", 9292),
@@ -278,10 +279,16 @@ async fn every_api_closes_its_connections(
         ("nova-api", 8775),
         ("heat-api", 8004),
         ("heat-api-cfn", 8000),
+        // The public gateway (HAProxy) too, neutron's port included.
+        ("public", 5000),
+        ("public", 9696),
     ] {
-        let ip = addresses
-            .get(service)
-            .with_context(|| format!("no cluster IP for {service}"))?;
+        let ip = match service {
+            "public" => &public,
+            _ => addresses
+                .get(service)
+                .with_context(|| format!("no cluster IP for {service}"))?,
+        };
         // HTTP/1.1 keeps a connection alive unless a side says otherwise: ask, and read until
         // the server closes it (a kept-alive connection would block until the timeout).
         let mut conn = tokio::net::TcpStream::connect((*ip, port)).await?;
