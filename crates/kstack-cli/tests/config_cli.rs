@@ -258,3 +258,75 @@ fn template_distro_facts_prints_the_distribution_table_without_a_config_dir() {
     let out = kstack(&["template", "--distro-facts", "--service", "keystone"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn openrc_writes_the_admins_credentials_on_the_public_endpoint_mode_0600() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+    // A password with what a shell or YAML would read otherwise, and a public address.
+    let pw = "it's $HOME `x` \"q\" #no: 010";
+    let passwords = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
+    let passwords: String = passwords
+        .lines()
+        .map(|l| {
+            if l.starts_with("keystone_admin_password:") {
+                format!("keystone_admin_password: '{}'\n", pw.replace('\'', "''"))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(dir.join("passwords.yml"), passwords).unwrap();
+    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
+    globals.push_str("\nkolla_external_vip_address: 198.51.100.10\n");
+    std::fs::write(dir.join("globals.yml"), globals).unwrap();
+
+    let out_dir = tmp.path().join("out");
+    let out = kstack(&["openrc", "--config-dir", d, "-o", out_dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(pw) && !String::from_utf8_lossy(&out.stdout).contains(pw));
+    for f in ["admin-openrc.sh", "clouds.yaml"] {
+        let mode = std::fs::metadata(out_dir.join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{f}");
+    }
+    // The shell reads back exactly the password and the public URL.
+    let sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(". ./admin-openrc.sh && printf '%s\\n%s' \"$OS_AUTH_URL\" \"$OS_PASSWORD\"")
+        .current_dir(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sh.stdout),
+        format!("http://198.51.100.10:5000/v3\n{pw}")
+    );
+    // clouds.yaml reads back the same (as YAML).
+    let clouds: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(out_dir.join("clouds.yaml")).unwrap())
+            .unwrap();
+    let auth = &clouds["clouds"]["kstack-admin"]["auth"];
+    assert_eq!(auth["password"], pw);
+    assert_eq!(auth["auth_url"], "http://198.51.100.10:5000/v3");
+    assert_eq!(clouds["clouds"]["kstack-admin"]["interface"], "public");
+
+    // A link planted where a file goes is replaced, not followed.
+    let target = tmp.path().join("elsewhere");
+    std::fs::write(&target, "keep").unwrap();
+    std::fs::remove_file(out_dir.join("clouds.yaml")).unwrap();
+    std::os::unix::fs::symlink(&target, out_dir.join("clouds.yaml")).unwrap();
+    assert!(
+        kstack(&["openrc", "--config-dir", d, "-o", out_dir.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+}

@@ -16,6 +16,7 @@ pub mod deploy;
 pub mod dev;
 pub mod inventory;
 pub mod logs;
+pub mod openrc;
 pub mod template;
 pub mod verify;
 
@@ -62,6 +63,9 @@ pub enum Command {
     Inventory(inventory::InventoryCommand),
     /// Render the Kubernetes objects of a config directory (no cluster needed).
     Template(template::Args),
+    /// Write admin-openrc.sh and clouds.yaml: the admin's credentials for the OpenStack
+    /// clients, on Keystone's public endpoint (mode 0600; no cluster needed).
+    Openrc(openrc::Args),
     #[command(flatten)]
     Deploy(deploy::DeployCommand),
     /// Check a deployed cloud over its public APIs, as a user would: token, endpoints, a
@@ -86,6 +90,7 @@ impl Command {
             Command::Catalog(C::Services(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
             Command::Catalog(C::Graph(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
             Command::Template(a) => return a.config.config_dir = dir.to_owned(),
+            Command::Openrc(a) => return a.config.config_dir = dir.to_owned(),
             Command::Inventory(c) => return c.set_kubeconfig(globals.kubeconfig.clone()),
             Command::Dev(_) => return,
             Command::Deploy(D::Deploy(a)) => &mut a.target,
@@ -109,6 +114,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Catalog(command) => catalog::run(command)?,
         Command::Inventory(command) => inventory::run(command)?,
         Command::Template(args) => template::run(args)?,
+        Command::Openrc(args) => openrc::run(args)?,
         Command::Deploy(command) => deploy::run(command)?,
         Command::Verify(args) => verify::run(args)?,
         Command::Logs(args) => logs::run(args)?,

@@ -1,0 +1,141 @@
+//! `kstack openrc`: the admin's credentials for the OpenStack clients, as kolla-ansible's
+//! `post-deploy` writes them: `admin-openrc.sh` (environment variables) and `clouds.yaml`
+//! (cloud `kstack-admin`), both on Keystone's public endpoint (the public address when the
+//! cloud has one) and the public interface, so a client outside the cluster works with them.
+//! They hold the admin's password: written with mode 0600, replacing and never following what
+//! is there, and never printed.
+//!
+//! Exit codes: 0 written, 1 IO failure, 2 invalid config.
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use kstack_config::{Config, fs};
+use kstack_render::Target;
+
+use crate::exit::Exit;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  kstack openrc                      # into the config directory\n  kstack openrc -o ~/.config/openstack\n  . ./admin-openrc.sh && openstack server list\n  OS_CLOUD=kstack-admin openstack server list   # with clouds.yaml there\n\nBoth files hold the admin's password: mode 0600.\nExit codes: 0 written, 1 IO failure, 2 invalid config."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub config: super::config::ConfigDir,
+    /// The directory to write admin-openrc.sh and clouds.yaml into (default: the config
+    /// directory, as kolla-ansible writes them into /etc/kolla).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+}
+
+/// The cloud's name in clouds.yaml (`OS_CLOUD`).
+pub const CLOUD_NAME: &str = "kstack-admin";
+
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let dir = &args.config.config_dir;
+    let Some(config) = super::load_config(dir)? else {
+        return Ok(super::invalid_config(dir, "nothing written"));
+    };
+    let Some(creds) = Credentials::of(&config)? else {
+        eprintln!(
+            "error: passwords.yml has no keystone_admin_password; run `kstack genpwd` first, nothing written"
+        );
+        return Ok(Exit::BadInput);
+    };
+    let out = args.output.as_deref().unwrap_or(dir);
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, text) in [
+        ("admin-openrc.sh", creds.openrc()),
+        ("clouds.yaml", creds.clouds_yaml()),
+    ] {
+        write_secret(&out.join(name), &text)?;
+    }
+    eprintln!(
+        "wrote admin-openrc.sh and clouds.yaml (cloud {CLOUD_NAME}) to {}: Keystone at {}",
+        out.display(),
+        creds.auth_url
+    );
+    Ok(Exit::Success)
+}
+
+/// Replaces `path` with a new file of mode 0600 (or tighter, if the operator made it so).
+fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mode = fs::keep_tighter(path, 0o600);
+    // Replace, never follow, what is there: the mode must hold from the first byte.
+    let _ = std::fs::remove_file(path);
+    fs::create_new(path, text.as_bytes(), mode)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// What the clients need to log in as the admin.
+struct Credentials {
+    auth_url: String,
+    username: String,
+    password: String,
+    project: String,
+    region: String,
+}
+
+impl Credentials {
+    fn of(config: &Config) -> anyhow::Result<Option<Credentials>> {
+        let g = &config.globals;
+        let Some(password) = config.passwords.get("keystone_admin_password") else {
+            return Ok(None);
+        };
+        let base = kstack_render::tasks::keystone_public_url(config, Target::Kubernetes)
+            .map_err(|e| super::InputError(e.to_string()))?;
+        Ok(Some(Credentials {
+            auth_url: format!("{base}/v3"),
+            username: g.keystone_admin_user.clone(),
+            password: password.to_owned(),
+            project: g.keystone_admin_project.clone(),
+            region: g.openstack_region_name.clone(),
+        }))
+    }
+
+    /// `admin-openrc.sh`: every value single-quoted for the shell.
+    fn openrc(&self) -> String {
+        let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let mut s = String::from(
+            "# The admin's credentials for the OpenStack clients, written by `kstack openrc`.\n",
+        );
+        for (k, v) in [
+            ("OS_PROJECT_DOMAIN_NAME", "Default"),
+            ("OS_USER_DOMAIN_NAME", "Default"),
+            ("OS_PROJECT_NAME", self.project.as_str()),
+            ("OS_TENANT_NAME", self.project.as_str()),
+            ("OS_USERNAME", self.username.as_str()),
+            ("OS_PASSWORD", self.password.as_str()),
+            ("OS_AUTH_URL", self.auth_url.as_str()),
+            ("OS_INTERFACE", "public"),
+            ("OS_ENDPOINT_TYPE", "publicURL"),
+            ("OS_IDENTITY_API_VERSION", "3"),
+            ("OS_REGION_NAME", self.region.as_str()),
+            ("OS_AUTH_PLUGIN", "password"),
+        ] {
+            s.push_str(&format!("export {k}={}\n", q(v)));
+        }
+        s
+    }
+
+    /// `clouds.yaml`, written as JSON (which YAML reads as it is, so no value can mean
+    /// something else to a YAML 1.1 or 1.2 reader).
+    fn clouds_yaml(&self) -> String {
+        let doc = serde_json::json!({"clouds": {CLOUD_NAME: {
+            "auth": {
+                "auth_url": self.auth_url,
+                "username": self.username,
+                "password": self.password,
+                "project_name": self.project,
+                "user_domain_name": "Default",
+                "project_domain_name": "Default",
+            },
+            "region_name": self.region,
+            "interface": "public",
+            "identity_api_version": 3,
+        }}});
+        format!(
+            "# The admin's cloud for the OpenStack clients (OS_CLOUD={CLOUD_NAME}), written by `kstack openrc`.\n{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        )
+    }
+}
