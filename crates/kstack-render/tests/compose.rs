@@ -988,6 +988,15 @@ fn on_one_node_haproxy_publishes_on_the_external_address_which_must_be_another_o
             && cfg.contains("server keystone-api 192.0.2.10:5000\n"),
         "{cfg}"
     );
+    // Its health check looks where every service's does: on the node's address.
+    assert!(cfg.contains("bind 192.0.2.10:61313\n"), "{cfg}");
+    assert_eq!(
+        service(&b, "haproxy")
+            .healthcheck
+            .as_ref()
+            .map(|h| h.test[2].clone()),
+        Some("http://192.0.2.10:61313/".to_owned())
+    );
     // Both on one address (the services already listen there on the same ports), or a name
     // alone: nowhere to listen.
     for (key, external) in [
