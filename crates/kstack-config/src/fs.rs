@@ -329,6 +329,15 @@ pub fn keep_tighter(path: &Path, mode: u32) -> u32 {
     mode
 }
 
+/// Writes `path` anew with `mode`, or the tighter mode an existing file has ([`keep_tighter`]):
+/// what is there is removed first, never followed (a planted link gets replaced, its target
+/// untouched), and the new file has its mode from the first byte.
+pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), FsError> {
+    let mode = keep_tighter(path, mode);
+    let _ = std::fs::remove_file(path);
+    create_new(path, bytes, mode)
+}
+
 /// The mode of a new passwords.yml: its owner alone may read it.
 pub const PASSWORDS_MODE: u32 = 0o600;
 

@@ -131,21 +131,12 @@ pub fn keystone_url(config: &Config, target: Target) -> Result<String, RenderErr
 /// Keystone's public URL: on the public address when the cloud has one (through the public
 /// gateway), else the internal one. What a user outside the cloud logs in at.
 pub fn keystone_public_url(config: &Config, target: Target) -> Result<String, RenderError> {
-    public_url(config, target, "keystone", "api")
+    service_public_url(config, target, "keystone", "api")
 }
 
-/// The public URL of a service's port (the internal one when the cloud has no public address).
+/// The public URL of a service's port ([`Target::public_url`]): on the public address when
+/// the cloud has one, else the internal one.
 pub fn service_public_url(
-    config: &Config,
-    target: Target,
-    service: &str,
-    port: &str,
-) -> Result<String, RenderError> {
-    public_url(config, target, service, port)
-}
-
-/// The public URL of a service's port ([`Target::public_url`]).
-fn public_url(
     config: &Config,
     target: Target,
     service: &str,
@@ -348,7 +339,7 @@ pub fn task_spec(
             // keystone container's config; the admin password is env from passwords.yml.
             password(config, name, &t.name, "keystone_admin_password")?;
             let url = keystone_url(config, target)?;
-            let public = public_url(config, target, "keystone", "api")?;
+            let public = keystone_public_url(config, target)?;
             let command: Vec<String> = [
                 "keystone-manage",
                 "bootstrap",

@@ -6,7 +6,7 @@
 //! is there, and never printed.
 //!
 //! Exit codes: 0 written, 1 IO failure, 2 invalid config.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use kstack_config::{Config, fs};
@@ -47,7 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         ("admin-openrc.sh", creds.openrc()),
         ("clouds.yaml", creds.clouds_yaml()),
     ] {
-        write_secret(&out.join(name), &text)?;
+        let path = out.join(name);
+        fs::replace_file(&path, text.as_bytes(), 0o600)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!(
         "wrote admin-openrc.sh and clouds.yaml (cloud {CLOUD_NAME}) to {}: Keystone at {}",
@@ -55,15 +57,6 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         creds.auth_url
     );
     Ok(Exit::Success)
-}
-
-/// Replaces `path` with a new file of mode 0600 (or tighter, if the operator made it so).
-fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mode = fs::keep_tighter(path, 0o600);
-    // Replace, never follow, what is there: the mode must hold from the first byte.
-    let _ = std::fs::remove_file(path);
-    fs::create_new(path, text.as_bytes(), mode)
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// What the clients need to log in as the admin.

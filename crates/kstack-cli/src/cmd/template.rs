@@ -118,12 +118,9 @@ fn write_dir(rendered: &Rendered, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (i, o) in rendered.objects.iter().enumerate() {
         let path = dir.join(format!("{i:03}-{}", o.file_name("yaml")));
-        let secret = o.kind() == "Secret";
-        // A mode the operator tightened on an earlier render stays.
-        let mode = fs::keep_tighter(&path, if secret { 0o600 } else { 0o644 });
-        // Replace, never follow, what is there: the mode must hold from the first byte.
-        let _ = std::fs::remove_file(&path);
-        fs::create_new(&path, o.to_yaml().as_bytes(), mode)
+        let mode = if o.kind() == "Secret" { 0o600 } else { 0o644 };
+        // A mode the operator tightened on an earlier render stays; a link is replaced.
+        fs::replace_file(&path, o.to_yaml().as_bytes(), mode)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!(
@@ -146,11 +143,9 @@ fn write_config_files(files: &[ContainerFiles], dir: &Path) -> anyhow::Result<()
         std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         for f in &cf.files {
             let path = d.join(&f.name);
-            // A mode the operator tightened on an earlier render stays.
-            let mode = fs::keep_tighter(&path, if f.secret { 0o600 } else { 0o644 });
-            // Replace, never follow, what is there: the mode must hold from the first byte.
-            let _ = std::fs::remove_file(&path);
-            fs::create_new(&path, f.content.as_bytes(), mode)
+            let mode = if f.secret { 0o600 } else { 0o644 };
+            // A mode the operator tightened on an earlier render stays; a link is replaced.
+            fs::replace_file(&path, f.content.as_bytes(), mode)
                 .with_context(|| format!("writing {}", path.display()))?;
             n += 1;
         }

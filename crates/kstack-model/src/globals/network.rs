@@ -293,4 +293,13 @@ impl Globals {
                 Err(_) => h.to_owned(),
             })
     }
+
+    /// `kolla_external_vip_address` when it is an IP address: where the public gateway
+    /// answers (a name alone is the operator's to route).
+    pub fn external_vip(&self) -> Option<std::net::IpAddr> {
+        self.vars
+            .get("kolla_external_vip_address")
+            .and_then(Value::as_str)
+            .and_then(|a| a.parse().ok())
+    }
 }

@@ -80,29 +80,25 @@ pub fn public_frontends(config: &Config, target: Target) -> Vec<PublicFrontend> 
     out
 }
 
-/// Where the public gateway listens: every address of its pod on Kubernetes (its Service
-/// carries the public address); on Compose, `kolla_external_vip_address`, an address of the
-/// node other than the internal one, where the services themselves listen on the same ports.
-fn public_bind_address(config: &Config, target: Target) -> Result<String, RenderError> {
+/// Where the public gateway listens, when it has `frontends`: every address of its pod on
+/// Kubernetes (its Service carries the public address); on Compose,
+/// `kolla_external_vip_address`, an address of the node other than the internal one, where the
+/// services themselves listen on the same ports.
+fn public_bind_address(
+    config: &Config,
+    target: Target,
+    frontends: &[PublicFrontend],
+) -> Result<String, RenderError> {
     let g = &config.globals;
     match target {
         Target::Kubernetes => Ok("0.0.0.0".to_owned()),
-        Target::Compose => {
-            if public_frontends(config, target).is_empty() {
-                return Ok(String::new());
-            }
-            let external = g
-                .vars
-                .get("kolla_external_vip_address")
-                .and_then(serde_json::Value::as_str)
-                .filter(|a| a.parse::<std::net::IpAddr>().is_ok());
-            match external {
-                Some(a) if Some(a) != g.kolla_internal_vip_address.as_deref() => Ok(a.to_owned()),
-                _ => Err(RenderError::PublicAddress {
-                    message: "on a single node HAProxy publishes the public endpoints on `kolla_external_vip_address`, which must be an IP address of the node other than `kolla_internal_vip_address` (the services listen there on the same ports); set it, or set `enable_haproxy: no` and publish the endpoints yourself".to_owned(),
-                }),
-            }
-        }
+        Target::Compose if frontends.is_empty() => Ok(String::new()),
+        Target::Compose => match g.external_vip().map(|ip| ip.to_string()) {
+            Some(a) if Some(a.as_str()) != g.kolla_internal_vip_address.as_deref() => Ok(a),
+            _ => Err(RenderError::PublicAddress {
+                message: "on a single node HAProxy publishes the public endpoints on `kolla_external_vip_address`, which must be an IP address of the node other than `kolla_internal_vip_address` (the services listen there on the same ports); set it, or set `enable_haproxy: no` and publish the endpoints yourself".to_owned(),
+            }),
+        },
     }
 }
 
@@ -339,15 +335,14 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
     );
     set("cinder_port", Value::from(port(c, "cinder-api", "api")?));
     set("horizon_port", Value::from(port(c, "horizon", "http")?));
-    set(
-        "public_frontends",
-        kstack_config::jinja::to_jinja(
-            &serde_json::to_value(public_frontends(config, target)).unwrap_or_default(),
-        ),
-    );
+    let frontends = public_frontends(config, target);
     set(
         "public_bind_address",
-        Value::from(public_bind_address(config, target)?),
+        Value::from(public_bind_address(config, target, &frontends)?),
+    );
+    set(
+        "public_frontends",
+        kstack_config::jinja::to_jinja(&serde_json::to_value(frontends).unwrap_or_default()),
     );
 
     // kolla-ansible: one physical network and bridge per external interface.

@@ -5,7 +5,7 @@ use kstack_config::Config;
 use kstack_k8s::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kstack_k8s::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use kstack_k8s::apimachinery::pkg::util::intstr::IntOrString;
-use kstack_model::catalog::{self, WorkloadKind};
+use kstack_model::catalog::{self, Protocol, WorkloadKind};
 use kstack_model::globals::Globals;
 use kstack_model::labels::SERVER;
 
@@ -29,13 +29,7 @@ pub(super) fn service_objects(
             .ports
             .iter()
             .filter(|p| all || p.expose)
-            .map(|p| ServicePort {
-                name: Some(p.name.clone()),
-                port: i32::from(p.port),
-                target_port: Some(IntOrString::Int(i32::from(p.port))),
-                protocol: Some(protocol(p.protocol)),
-                ..Default::default()
-            })
+            .map(|p| service_port(p.name.clone(), p.port, p.protocol))
             .collect()
     };
     let mut out = Vec::new();
@@ -45,16 +39,10 @@ pub(super) fn service_objects(
         exposed.extend(
             crate::files::public_frontends(config, crate::files::Target::Kubernetes)
                 .into_iter()
-                .map(|f| ServicePort {
-                    // Port names are at most 15 characters: the number names it.
-                    name: Some(format!("public-{}", f.port)),
-                    port: i32::from(f.port),
-                    target_port: Some(IntOrString::Int(i32::from(f.port))),
-                    protocol: Some("TCP".to_owned()),
-                    ..Default::default()
-                }),
+                // Port names are at most 15 characters: the number names it.
+                .map(|f| service_port(format!("public-{}", f.port), f.port, Protocol::Tcp)),
         );
-        external_ips = external_ip(globals).map(|ip| vec![ip]);
+        external_ips = globals.external_vip().map(|ip| vec![ip.to_string()]);
     }
     if !exposed.is_empty() {
         out.push(Service {
@@ -85,15 +73,15 @@ pub(super) fn service_objects(
     out
 }
 
-/// `kolla_external_vip_address` when it is an IP address (a name alone is the operator's to
-/// route: a load balancer or DNS in front of the gateway's Service).
-fn external_ip(globals: &Globals) -> Option<String> {
-    globals
-        .vars
-        .get("kolla_external_vip_address")
-        .and_then(serde_json::Value::as_str)
-        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
-        .map(str::to_owned)
+/// A port of a Service, passed on to the same port of its pods.
+fn service_port(name: String, port: u16, proto: Protocol) -> ServicePort {
+    ServicePort {
+        name: Some(name),
+        port: i32::from(port),
+        target_port: Some(IntOrString::Int(i32::from(port))),
+        protocol: Some(protocol(proto)),
+        ..Default::default()
+    }
 }
 
 /// Keeps all but one replica of a replicated service running through voluntary disruptions
