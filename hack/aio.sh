@@ -77,8 +77,10 @@ neutron_external_interface: kstack-ext0
 kstack_external_network: "yes"
 kstack_external_network_cidr: 172.24.4.0/24
 # The cloud's public address: this machine's end of that network. The public endpoints are
-# there, published by HAProxy (its Service answers on it).
+# there, published by HAProxy (its Service answers on it), over HTTPS with a certificate of
+# kstack's own CA (`kstack openrc` writes that CA beside the openrc, for the clients).
 kolla_external_vip_address: 172.24.4.1
+kolla_enable_tls_external: "yes"
 G
 fi
 "$KSTACK" genpwd
@@ -94,4 +96,6 @@ if ! wait "$guest_pid"; then
 fi
 say "verifying"
 "$KSTACK" verify --guest-image "$(tail -n 1 "$logs/guest.log")" --external-subnet 172.24.4.0/24
+# The admin's admin-openrc.sh and clouds.yaml (and the CA of HTTPS endpoints) for the clients.
+"$KSTACK" openrc
 say "done"

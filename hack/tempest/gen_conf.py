@@ -31,6 +31,7 @@ import re
 import ssl
 import sys
 import tempfile
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -304,15 +305,34 @@ def main():
     # The cluster: Services (the names' addresses) and the rendered config files.
     if not args.kubeconfig:
         sys.exit("gen_conf: KUBECONFIG is not set")
+    globals_ = load_yaml(os.path.join(args.config_dir, "globals.yml"))
+    tls_external = to_bool(plain(globals_.get("kolla_enable_tls_external"), "no"))
     kube = Kube(args.kubeconfig.split(os.pathsep)[0])
+    kstack_ca = None
     try:
         services = write_hosts(kube, ns, args.hosts_file)
         configs = rendered_configs(kube, ns)
+        if tls_external:
+            # kstack's CA, when kstack made the public endpoints' certificate.
+            try:
+                secret = kube.get(f"/api/v1/namespaces/{ns}/secrets/kstack-ca")
+                kstack_ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+            except (urllib.error.HTTPError, KeyError):
+                kstack_ca = None
     finally:
         kube.close()
     say(f"{len(services)} Services of {ns} written to {args.hosts_file}")
 
-    globals_ = load_yaml(os.path.join(args.config_dir, "globals.yml"))
+    # HTTPS public endpoints: the CA tempest trusts, kstack's own or the operator's.
+    ca_file = None
+    if kstack_ca:
+        ca_file = os.path.join(os.path.dirname(os.path.abspath(args.out)), "ca.crt")
+        with open(ca_file, "w", encoding="utf-8") as f:
+            f.write(kstack_ca)
+        say(f"the public endpoints use HTTPS: kstack's CA written to {ca_file}")
+    elif tls_external and plain(globals_.get("kolla_admin_openrc_cacert"), ""):
+        ca_file = plain(globals_.get("kolla_admin_openrc_cacert"), "")
+        say(f"the public endpoints use HTTPS: trusting {ca_file} (kolla_admin_openrc_cacert)")
     passwords = load_yaml(os.path.join(args.config_dir, "passwords.yml"))
     admin_password = passwords.get("keystone_admin_password")
     if not admin_password:
@@ -327,7 +347,7 @@ def main():
         auth={"auth_url": auth_url, "username": "admin", "password": admin_password,
               "project_name": "admin", "user_domain_name": "Default",
               "project_domain_name": "Default"},
-        region_name=region, interface="internal")
+        region_name=region, interface="internal", cacert=ca_file)
     access = conn.session.auth.get_access(conn.session)
     catalog = {}
     for svc in access.service_catalog.catalog:
@@ -498,7 +518,7 @@ def main():
             admin_system="all" if scope("keystone.conf") else None)
     section("identity", uri_v3=uri_v3, auth_version="v3", region=region,
             v3_endpoint_type=iface, admin_role="admin", default_domain_id="default",
-            disable_ssl_certificate_validation=False)
+            disable_ssl_certificate_validation=False, ca_certificates_file=ca_file)
     section("identity-feature-enabled", api_v2=False, api_v3=True, trust=True,
             access_rules=True, security_compliance=False)
     section("service_available", nova=has["compute"], glance=has["image"],
@@ -580,7 +600,8 @@ def main():
                 minimal_instance_type=flavor.name, image_ref=image.name,
                 minimal_image_ref=image.name,
                 floating_network_name=public.name if public else None,
-                skip_scenario_tests=not run_validation, build_timeout=900, volume_size=1)
+                skip_scenario_tests=not run_validation, build_timeout=900, volume_size=1,
+                ca_file=ca_file)
     section("heat_features_enabled", stack_cancel=True, multi_cloud=False)
 
     body = io.StringIO()

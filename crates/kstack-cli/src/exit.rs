@@ -25,7 +25,8 @@ pub enum Exit {
     /// `kstack deploy` (either target) or `kstack rollback` did not finish: a step failed; the
     /// report says which and what was not started.
     StepFailed = 3,
-    /// `kstack verify`: a check of the cloud failed, or something it created is left over.
+    /// `kstack verify`: a check of the cloud failed, or something it created is left over;
+    /// `kstack status`: the public endpoints' certificate has expired or names another host.
     CheckFailed = 4,
     /// `--no-wait` and another writer holds the cloud's deploy lock. Nothing failed: the same
     /// command succeeds once the other writer is done. 75 is `EX_TEMPFAIL` of sysexits.h, the
@@ -81,7 +82,7 @@ impl Exit {
                 "kstack deploy or kstack rollback did not finish: a step failed (a Job, a service not healthy in time, the API server away longer than --api-outage; with --target compose, no Docker engine, a missing image, a container not healthy or a task failed); the report names it and what was not started"
             }
             Exit::CheckFailed => {
-                "kstack verify: a check of the cloud failed, or something it created could not be deleted"
+                "kstack verify: a check of the cloud failed, or something it created could not be deleted; kstack status: the public endpoints' certificate has expired or does not name the public host"
             }
             Exit::Locked => {
                 "kstack deploy or kstack rollback with --no-wait: another writer holds the cloud's deploy lock (the message names it); nothing was deployed, try again later"

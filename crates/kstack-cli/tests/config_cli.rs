@@ -330,3 +330,52 @@ fn openrc_writes_the_admins_credentials_on_the_public_endpoint_mode_0600() {
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
 }
+
+#[test]
+fn openrc_names_the_operators_ca_of_https_public_endpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
+    globals.push_str(
+        "\nkolla_external_fqdn: cloud.example.com\nkolla_enable_tls_external: \"yes\"\nkolla_admin_openrc_cacert: /etc/ssl/our-ca.pem\n",
+    );
+    std::fs::write(dir.join("globals.yml"), globals).unwrap();
+    // The operator's certificate: no cluster is asked for one.
+    std::fs::create_dir_all(dir.join("certificates")).unwrap();
+    std::fs::write(
+        dir.join("certificates/haproxy.pem"),
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMIIC\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("out");
+    let out = kstack(&["openrc", "--config-dir", d, "-o", out_dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(". ./admin-openrc.sh && printf '%s\\n%s' \"$OS_AUTH_URL\" \"$OS_CACERT\"")
+        .current_dir(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sh.stdout),
+        "https://cloud.example.com:5000/v3\n/etc/ssl/our-ca.pem"
+    );
+    let clouds: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(out_dir.join("clouds.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        clouds["clouds"]["kstack-admin"]["cacert"],
+        "/etc/ssl/our-ca.pem"
+    );
+    assert!(
+        !out_dir.join("ca.crt").exists(),
+        "no CA of kstack's to write"
+    );
+}

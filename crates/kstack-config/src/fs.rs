@@ -229,6 +229,13 @@ fn read_top(
             }
         }
     } else if meta.is_file() {
+        // A file under a linked directory (`certificates/`) is judged by where it really is.
+        if std::fs::canonicalize(&path).is_ok_and(|real| !real.starts_with(real_dir)) {
+            return refuse(
+                "the file is under a symbolic link that leads outside the config directory; kstack does not read it",
+                "copy the file into the config directory",
+            );
+        }
         (path, meta)
     } else {
         return refuse(
@@ -262,6 +269,12 @@ pub fn read_dir(dir: &Path) -> Result<Sources, FsError> {
         globals: read_top(dir, &real_dir, GLOBALS_FILE, &mut refused)?,
         passwords: read_top(dir, &real_dir, passwords::FILE, &mut refused)?,
         catalog: read_top(dir, &real_dir, crate::catalog::CATALOG_FILE, &mut refused)?,
+        public_certificate: read_top(
+            dir,
+            &real_dir,
+            crate::load::PUBLIC_CERTIFICATE_FILE,
+            &mut refused,
+        )?,
         ..Sources::default()
     };
     s.refused = refused;

@@ -21,4 +21,7 @@ pub mod testing;
 mod yaml;
 
 pub use diagnostic::{Diag, Severity, render_plain};
-pub use load::{Config, GLOBALS_FILE, Loaded, Sources, load, load_globals};
+pub use load::{
+    Config, GLOBALS_FILE, Loaded, PUBLIC_CERTIFICATE_FILE, PublicCertificate, Sources, load,
+    load_globals,
+};

@@ -25,6 +25,8 @@ pub struct Sources {
     pub overrides: BTreeMap<String, Vec<u8>>,
     /// `catalog.yml`, the operator catalog merged over the built-in one.
     pub catalog: Option<Vec<u8>>,
+    /// `certificates/haproxy.pem`: the operator's certificate of the public endpoints.
+    pub public_certificate: Option<Vec<u8>>,
     /// Entries under `config/` the reader refused without reading them (a symbolic link that
     /// leaves `config/`, a link to a directory, a device or pipe), as errors [`load`] reports.
     pub refused: Vec<Diag>,
@@ -40,6 +42,46 @@ pub struct Config {
     pub catalog: Catalog,
     /// Names of the catalog services whose enable flag is on in globals.yml.
     pub enabled: BTreeSet<String>,
+    /// The public endpoints' certificate with TLS on them (`kolla_enable_tls_external`): the
+    /// operator's [`PUBLIC_CERTIFICATE_FILE`] when there is one; else `None` until kstack
+    /// puts in the one it makes from its CA (on Kubernetes, before rendering).
+    pub public_certificate: Option<PublicCertificate>,
+}
+
+/// Where the operator's certificate of the public endpoints is, in the config directory
+/// (kolla-ansible's `kolla_external_fqdn_cert` in its `kolla_certificates_dir`): the chain,
+/// then the private key, PEM, as HAProxy reads them.
+pub const PUBLIC_CERTIFICATE_FILE: &str = "certificates/haproxy.pem";
+
+/// The public endpoints' certificate chain and private key (PEM, one file): secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PublicCertificate {
+    pub pem: String,
+    /// Whether kstack made it (from its own CA) rather than the operator.
+    pub made_by_kstack: bool,
+}
+
+impl std::fmt::Debug for PublicCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublicCertificate")
+            .field("made_by_kstack", &self.made_by_kstack)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What is wrong with an operator's certificate file, if anything: it must hold a
+/// certificate and then its private key.
+fn certificate_problem(pem: &str) -> Option<&'static str> {
+    let cert = pem.find("-----BEGIN CERTIFICATE-----");
+    let key = pem
+        .find("-----BEGIN PRIVATE KEY-----")
+        .or_else(|| pem.find("-----BEGIN RSA PRIVATE KEY-----"))
+        .or_else(|| pem.find("-----BEGIN EC PRIVATE KEY-----"));
+    match (cert, key) {
+        (None, _) => Some("the file holds no certificate (`-----BEGIN CERTIFICATE-----`)"),
+        (_, None) => Some("the file holds no private key (`-----BEGIN PRIVATE KEY-----`)"),
+        _ => None,
+    }
 }
 
 impl Config {
@@ -60,6 +102,7 @@ impl Config {
             overrides,
             catalog,
             enabled,
+            public_certificate: None,
         }
     }
 }
@@ -410,6 +453,26 @@ pub fn load(sources: &Sources) -> Loaded {
             utf8(&file, bytes, &mut diags);
         }
     }
+    let mut public_certificate = None;
+    if let Some(g) = globals.as_ref().filter(|g| g.tls.external)
+        && let Some(bytes) = &sources.public_certificate
+        && let Some(pem) = utf8(PUBLIC_CERTIFICATE_FILE, bytes, &mut diags)
+    {
+        match certificate_problem(pem) {
+            Some(problem) => diags.push(
+                Diag::new(Severity::Error, PUBLIC_CERTIFICATE_FILE, problem).help(format!(
+                    "put the certificate of {} (then any intermediates) and its private key in this one PEM file, as HAProxy reads it, or remove the file and kstack makes one from its own CA",
+                    g.public_host().unwrap_or_default()
+                )),
+            ),
+            None => {
+                public_certificate = Some(PublicCertificate {
+                    pem: pem.to_owned(),
+                    made_by_kstack: false,
+                })
+            }
+        }
+    }
     let config = match (globals, passwords, catalog) {
         (Some(globals), Some(passwords), Some(mut catalog))
             if !diags.iter().any(Diag::is_error) =>
@@ -421,6 +484,7 @@ pub fn load(sources: &Sources) -> Loaded {
                 overrides: sources.overrides.clone(),
                 catalog,
                 enabled,
+                public_certificate,
             })
         }
         _ => None,

@@ -230,3 +230,63 @@ fn config_as_a_link_leading_out_of_the_directory_is_refused() {
         "{errs:?}"
     );
 }
+
+/// The operator's certificate of the public endpoints, `certificates/haproxy.pem`: read with TLS
+/// on them, refused (naming the file) when it lacks the key, read only inside the directory.
+#[test]
+fn the_operators_public_certificate_is_read_checked_and_kept_inside_the_directory() {
+    let tmp = config_dir();
+    write(
+        &tmp.path().join("globals.yml"),
+        "enable_openstack_core: no\nkolla_external_vip_address: 198.51.100.10\nkolla_enable_tls_external: \"yes\"\n",
+    );
+    let certs = tmp.path().join("certificates");
+    std::fs::create_dir_all(&certs).unwrap();
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMIIC\n-----END PRIVATE KEY-----\n";
+    write(&certs.join("haproxy.pem"), pem);
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(
+        !loaded.has_errors(),
+        "{}",
+        render_plain(&loaded.diagnostics)
+    );
+    let cert = loaded.config.unwrap().public_certificate.expect("read");
+    assert_eq!(cert.pem, pem);
+    assert!(!cert.made_by_kstack);
+    // Its Debug form never shows the key.
+    assert!(!format!("{cert:?}").contains("MIIC"));
+
+    // Without the key: an error naming the file; the key is not quoted.
+    write(
+        &certs.join("haproxy.pem"),
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    );
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert_eq!(
+        errors(&loaded),
+        [(
+            "certificates/haproxy.pem".to_owned(),
+            "the file holds no private key (`-----BEGIN PRIVATE KEY-----`)".to_owned()
+        )]
+    );
+
+    // No file: kstack makes one on deploy (nothing to read here).
+    std::fs::remove_file(certs.join("haproxy.pem")).unwrap();
+    let loaded = load_dir(tmp.path()).unwrap();
+    assert!(!loaded.has_errors());
+    assert!(loaded.config.unwrap().public_certificate.is_none());
+
+    // `certificates/` linked to a directory elsewhere: refused unread.
+    let elsewhere = tempfile::tempdir().unwrap();
+    write(&elsewhere.path().join("haproxy.pem"), pem);
+    std::fs::remove_dir(&certs).unwrap();
+    symlink(elsewhere.path(), &certs).unwrap();
+    let loaded = load_dir(tmp.path()).unwrap();
+    let errs = errors(&loaded);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "certificates/haproxy.pem");
+    assert!(
+        errs[0].1.contains("outside the config directory"),
+        "{errs:?}"
+    );
+}

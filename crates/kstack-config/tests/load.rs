@@ -549,7 +549,7 @@ fn jinja_errors_name_file_line_variable_and_chain() {
 
 #[test]
 fn refused_settings_are_errors_naming_the_setting_and_why() {
-    let text = "---\nneutron_plugin_agent: ovn\nkolla_enable_tls_external: \"yes\"\nglance_backend_ceph: \"{{ 'yes' }}\"\nenable_octavia: true\nenable_cinder: \"yes\"\nenable_haproxy: \"yes\"\n";
+    let text = "---\nneutron_plugin_agent: ovn\nkolla_enable_tls_internal: \"yes\"\nglance_backend_ceph: \"{{ 'yes' }}\"\nenable_octavia: true\nenable_cinder: \"yes\"\nenable_haproxy: \"yes\"\n";
     let (globals, diags) = load_globals(text);
     assert!(globals.is_none());
     let errors: Vec<_> = diags
@@ -559,7 +559,7 @@ fn refused_settings_are_errors_naming_the_setting_and_why() {
         .collect();
     let want: Vec<(String, u64)> = [
         ("neutron_plugin_agent", 2),
-        ("kolla_enable_tls_external", 3),
+        ("kolla_enable_tls_internal", 3),
         ("glance_backend_ceph", 4),
         ("enable_octavia", 5),
     ]
@@ -568,6 +568,32 @@ fn refused_settings_are_errors_naming_the_setting_and_why() {
     .collect();
     assert_eq!(errors, want);
     insta::assert_snapshot!(render_plain(&diags));
+}
+
+#[test]
+fn tls_on_the_public_endpoints_needs_a_public_address() {
+    let (globals, diags) = load_globals("---\nkolla_enable_tls_external: \"yes\"\n");
+    assert!(globals.is_none());
+    let error = diags.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(error.field.as_deref(), Some("kolla_enable_tls_external"));
+    assert_eq!(error.line, 2);
+    assert!(
+        error.message.contains("public address"),
+        "{}",
+        error.message
+    );
+
+    let (globals, diags) = load_globals(
+        "---\nkolla_enable_tls_external: \"yes\"\nkolla_external_vip_address: 172.24.4.1\nkolla_admin_openrc_cacert: /etc/ssl/our-ca.pem\n",
+    );
+    assert!(!diags.iter().any(|d| d.is_error()), "{diags:?}");
+    let g = globals.expect("valid");
+    assert!(g.tls.external);
+    assert_eq!(g.public_scheme(), "https");
+    assert_eq!(
+        g.tls.admin_openrc_cacert.as_deref(),
+        Some("/etc/ssl/our-ca.pem")
+    );
 }
 
 #[test]

@@ -25,11 +25,12 @@ use support::{
 /// default), central logging, Cinder with its volumes in a Ceph cluster, the provider network
 /// kstack makes on the node's external interface (whose other end, this machine, has
 /// 172.24.4.1/24), and that address as the cloud's public one (HAProxy publishes the public
-/// endpoints there), with a longer step limit for a loaded machine.
+/// endpoints there over HTTPS, with a certificate of kstack's own CA), with a longer step limit
+/// for a loaded machine.
 const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_logging: \"yes\"\n\
     enable_cinder: \"yes\"\ncinder_backend_ceph: \"yes\"\n\
     kstack_external_network: \"yes\"\nkstack_external_network_cidr: 172.24.4.0/24\n\
-    kolla_external_vip_address: 172.24.4.1\n";
+    kolla_external_vip_address: 172.24.4.1\nkolla_enable_tls_external: \"yes\"\n";
 
 /// The cloud's public address (REAL_CLOUD's `kolla_external_vip_address`).
 const PUBLIC: &str = "172.24.4.1";
@@ -135,7 +136,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     // URL and used the catalog's public endpoints, all on the public address (HAProxy).
     assert_eq!(
         verdict["auth_url"],
-        format!("http://{PUBLIC}:5000"),
+        format!("https://{PUBLIC}:5000"),
         "{verdict}"
     );
     // The router's gateway is on the provider network the deploy made (public1), not on a
@@ -194,6 +195,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     central_logging_holds_what_keystone_logged(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await?;
+    the_public_certificate_renews_without_a_failed_request(&cloud, &client).await?;
     service_records_are_those_of_running_services(&cloud, &client).await
 }
 
@@ -271,6 +273,7 @@ async fn every_api_closes_its_connections(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addresses = kstack_kube::service_addresses(client, &cloud.ns.name).await?;
     let public: std::net::IpAddr = PUBLIC.parse()?;
+    let ca = support::public_ca(client, &cloud.ns.name).await?;
     for (service, port) in [
         ("keystone", 5000),
         ("glance-api", 9292),
@@ -290,8 +293,13 @@ async fn every_api_closes_its_connections(
                 .with_context(|| format!("no cluster IP for {service}"))?,
         };
         // HTTP/1.1 keeps a connection alive unless a side says otherwise: ask, and read until
-        // the server closes it (a kept-alive connection would block until the timeout).
-        let mut conn = tokio::net::TcpStream::connect((*ip, port)).await?;
+        // the server closes it (a kept-alive connection would block until the timeout). The
+        // public gateway speaks HTTPS.
+        let tcp = tokio::net::TcpStream::connect((*ip, port)).await?;
+        let mut conn: Box<dyn Stream> = match service {
+            "public" => Box::new(tls_connect(tcp, &ca).await?.0),
+            _ => Box::new(tcp),
+        };
         conn.write_all(format!("GET / HTTP/1.1\r\nHost: {ip}:{port}\r\n\r\n").as_bytes())
             .await?;
         let mut answer = Vec::new();
@@ -928,10 +936,12 @@ async fn upgrade_without_a_failed_request(
     anyhow::ensure!(apis.nova.is_some(), "the default cloud has nova-api");
     let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
     // The same load through the public endpoints (HAProxy, itself upgraded meanwhile).
+    // Its certificate is renewed meanwhile: HAProxy rolls again, with no failed request.
     let public = Apis {
-        keystone: format!("http://{PUBLIC}:5000"),
-        glance: format!("http://{PUBLIC}:9292"),
-        nova: Some(format!("http://{PUBLIC}:8774")),
+        keystone: format!("https://{PUBLIC}:5000"),
+        glance: format!("https://{PUBLIC}:9292"),
+        nova: Some(format!("https://{PUBLIC}:8774")),
+        ca: Some(support::public_ca(client, &cloud.ns.name).await?),
     };
     let public_load = tokio::spawn(user_load(public, password, stop.clone()));
     // An operator follows keystone's logs through the upgrade.
@@ -1031,6 +1041,143 @@ async fn upgrade_without_a_failed_request(
     eprintln!(
         "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed; {} rounds through the public endpoints, 0 failed",
         report["seconds"], load.rounds, public_load.rounds
+    );
+    Ok(())
+}
+
+/// A connection that reads and writes bytes: plain TCP or TLS over it.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A TLS connection to the public gateway over `tcp`, trusting only `ca_pem` and checking the
+/// certificate names [`PUBLIC`]; also the certificate it served (DER).
+async fn tls_connect(
+    tcp: tokio::net::TcpStream,
+    ca_pem: &str,
+) -> anyhow::Result<(
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    Vec<u8>,
+)> {
+    use rustls_pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = rustls_pki_types::ServerName::try_from(PUBLIC.to_owned())?;
+    let stream = connector
+        .connect(name, tcp)
+        .await
+        .context("TLS handshake with the public gateway, trusting kstack's CA")?;
+    let served = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec())
+        .context("the public gateway served no certificate")?;
+    Ok((stream, served))
+}
+
+/// The certificate (DER) of the Secret `kstack-public-tls`: the public endpoints' certificate
+/// kstack made.
+async fn stored_public_certificate(client: &kube::Client, ns: &str) -> anyhow::Result<Vec<u8>> {
+    use rustls_pki_types::pem::PemObject as _;
+    let secrets: Api<kstack_k8s::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let pem = secrets
+        .get("kstack-public-tls")
+        .await?
+        .data
+        .and_then(|d| d.get("tls.crt").cloned())
+        .context("Secret kstack-public-tls has no tls.crt")?;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem.0)?;
+    Ok(der.as_ref().to_vec())
+}
+
+/// The public endpoints' certificate is renewed (`kstack deploy --renew-certificate`) while a
+/// user works through them: HAProxy rolls onto the new certificate and no request fails.
+/// `kstack status` says until when the certificate is valid.
+async fn the_public_certificate_renews_without_a_failed_request(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    let ns = &cloud.ns.name;
+    let status = cloud.run(&["status"]).await?;
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "kstack status: {shown}");
+    assert!(
+        shown.contains(&format!(
+            "public certificate (kstack's CA): valid for {PUBLIC} until"
+        )),
+        "{shown}"
+    );
+    let before = stored_public_certificate(client, ns).await?;
+    let ca = support::public_ca(client, ns).await?;
+    // `kstack openrc` writes that CA beside the credentials and names it for the clients.
+    let out_dir = tempfile::tempdir()?;
+    let out = cloud
+        .run(&["openrc", "-o", out_dir.path().to_str().context("path")?])
+        .await?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(out_dir.path().join("ca.crt"))?, ca);
+    let openrc = std::fs::read_to_string(out_dir.path().join("admin-openrc.sh"))?;
+    assert!(
+        openrc.contains(&format!(
+            "export OS_CACERT='{}'",
+            out_dir.path().join("ca.crt").display()
+        )) && openrc.contains(&format!("export OS_AUTH_URL='https://{PUBLIC}:5000/v3'")),
+        "{openrc}"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let public = Apis {
+        keystone: format!("https://{PUBLIC}:5000"),
+        glance: format!("https://{PUBLIC}:9292"),
+        nova: Some(format!("https://{PUBLIC}:8774")),
+        ca: Some(ca.clone()),
+    };
+    let password = admin_password(cloud)?;
+    let load = tokio::spawn(user_load(public, password, stop.clone()));
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let started = std::time::Instant::now();
+    let out = cloud
+        .run(&["deploy", "--renew-certificate", "-o", "json"])
+        .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let load = load.await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the renewal's deploy failed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("public certificate: a new one from kstack's CA (a renewal was asked for)"),
+        "{stderr}"
+    );
+    let after = stored_public_certificate(client, ns).await?;
+    assert_ne!(before, after, "the stored certificate is the same");
+    let public: std::net::IpAddr = PUBLIC.parse()?;
+    let tcp = tokio::net::TcpStream::connect((public, 5000)).await?;
+    let (_, served) = tls_connect(tcp, &ca).await?;
+    assert_eq!(
+        served, after,
+        "HAProxy serves another certificate than the renewed one"
+    );
+    load.assert_clean("during the certificate renewal, through the public endpoints");
+    eprintln!(
+        "public certificate renewed in {seconds:.1} s under a user's load through the public endpoints: {} rounds, 0 failed",
+        load.rounds
     );
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! ```text
 //! observe(cluster) ──► Observed ──► plan(rendered, catalog, observed) ──► Plan ──► deploy(cluster, plan)
 //! ```
+pub mod certs;
 pub mod cloud;
 pub mod cluster;
 pub mod execute;

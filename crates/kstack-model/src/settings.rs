@@ -91,7 +91,8 @@ const fn meaningless(name: &'static str, why: &'static str) -> Setting {
     }
 }
 
-const NO_TLS: &str = "TLS is not built yet: every API serves plain HTTP inside the cluster";
+const NO_TLS: &str = "TLS inside the cluster is not built yet: every API serves plain HTTP to the other services (`kolla_enable_tls_external` encrypts the public endpoints)";
+const CERT_FILE: &str = "kstack reads the public endpoints' certificate from `certificates/haproxy.pem` of its config directory (kolla-ansible's default place), and makes one from its own CA when that file is absent";
 const ONE_STORE: &str = "only Glance's file store (on a persistent volume) is built";
 const INTERFACE: &str = "pods use the cluster network, so services bind in their pod; the host interfaces that matter are `network_interface` and `neutron_external_interface`";
 
@@ -124,13 +125,22 @@ pub const SETTINGS: &[Setting] = &[
         "only the Open vSwitch agent is built; OVN (ovn-northd, its databases, ovn-controller and the ML2 ovn driver) is not built yet",
     ),
     refused("kolla_enable_tls_internal", Accepts::False, NO_TLS),
-    refused("kolla_enable_tls_external", Accepts::False, NO_TLS),
+    honoured(
+        "kolla_enable_tls_external",
+        "HAProxy serves the public endpoints over HTTPS (TLS 1.2 or later) with the public certificate, port 80 redirects to Horizon's 443, and the public endpoints are `https://`; needs a public address",
+    ),
     refused("kolla_enable_tls_backend", Accepts::False, NO_TLS),
     refused(
         "kolla_copy_ca_into_containers",
         Accepts::False,
-        "TLS is not built yet, so there is no CA to copy",
+        "the services talk to each other over plain HTTP inside the cluster (no internal TLS yet), so no container needs the CA",
     ),
+    honoured(
+        "kolla_admin_openrc_cacert",
+        "the CA bundle `kstack openrc` names (`OS_CACERT`, `cacert`) and `kstack verify` trusts, for a certificate of a private CA; with kstack's own CA, `kstack openrc` writes that CA next to the openrc",
+    ),
+    meaningless("kolla_external_fqdn_cert", CERT_FILE),
+    meaningless("kolla_certificates_dir", CERT_FILE),
     refused("glance_backend_file", Accepts::True, ONE_STORE),
     refused("glance_backend_ceph", Accepts::False, ONE_STORE),
     refused("glance_backend_swift", Accepts::False, ONE_STORE),
@@ -296,7 +306,6 @@ mod tests {
         for (key, ok, bad) in [
             ("neutron_plugin_agent", json!("openvswitch"), json!("ovn")),
             ("kolla_enable_tls_internal", json!("no"), json!("yes")),
-            ("kolla_enable_tls_external", json!(false), json!(true)),
             ("kolla_enable_tls_backend", json!("False"), json!("True")),
             ("glance_backend_file", json!("yes"), json!("no")),
             ("glance_backend_ceph", json!("no"), json!("yes")),

@@ -91,10 +91,11 @@ impl Target {
     }
 
     /// The public base URL of `service` on `port`: on `kolla_external_fqdn` /
-    /// `kolla_external_vip_address` when set ([`Globals::public_host`]), else the internal one.
+    /// `kolla_external_vip_address` when set ([`Globals::public_host`]), `https` with TLS on
+    /// the public endpoints; else the internal one.
     pub fn public_url(&self, globals: &Globals, service: &str, port: u16) -> String {
         match globals.public_host() {
-            Some(h) => format!("http://{h}:{port}"),
+            Some(h) => format!("{}://{h}:{port}", globals.public_scheme()),
             None => self.url(globals, service, port),
         }
     }
@@ -226,6 +227,12 @@ pub enum RenderError {
     /// The public gateway cannot listen where the settings say (see the message).
     #[error("{message}")]
     PublicAddress { message: String },
+    /// TLS on the public endpoints without a certificate: neither the operator's nor one
+    /// kstack made (only a deploy to a cluster makes one).
+    #[error(
+        "`kolla_enable_tls_external` is on but there is no certificate for the public endpoints: put the certificate chain and its private key in `{file}` of the config directory (on Kubernetes, `kstack deploy` makes one from kstack's own CA when that file is absent)"
+    )]
+    PublicCertificate { file: &'static str },
     /// An override file under `config/` that cannot be used (`line` 0: the whole file).
     #[error("{file}{}: {message}", if *line > 0 { format!(":{line}") } else { String::new() })]
     Override {

@@ -135,18 +135,25 @@ pub fn keystone_public_url(config: &Config, target: Target) -> Result<String, Re
 }
 
 /// The public URL of a service's port ([`Target::public_url`]): on the public address when
-/// the cloud has one, else the internal one.
+/// the cloud has one (its `public_tls_port` with TLS), else the internal one.
 pub fn service_public_url(
     config: &Config,
     target: Target,
     service: &str,
     port: &str,
 ) -> Result<String, RenderError> {
-    Ok(target.public_url(
-        &config.globals,
-        service,
-        files::port(&config.catalog, service, port)?,
-    ))
+    let g = &config.globals;
+    let number = match g.public_host() {
+        Some(_) => config
+            .catalog
+            .public_port(service, port, g.tls.external)
+            .ok_or_else(|| RenderError::MissingPort {
+                service: service.to_owned(),
+                port: port.to_owned(),
+            })?,
+        None => files::port(&config.catalog, service, port)?,
+    };
+    Ok(target.public_url(g, service, number))
 }
 
 /// The task of `service` (named `name`) for `target`. `files` are the rendered config files

@@ -891,3 +891,115 @@ fn haproxy_publishes_the_enabled_services_public_ports_on_the_external_address()
     );
     assert!(!r.by_service().contains_key("haproxy"));
 }
+
+#[test]
+fn tls_on_the_public_endpoints_serves_https_with_the_certificate_in_a_secret() {
+    let globals = globals_with(serde_json::json!({
+        "kolla_external_vip_address": "198.51.100.10",
+        "kolla_enable_tls_external": "yes",
+    }));
+    let mut config = Config::from_parts(
+        globals,
+        kstack_config::testing::passwords(1),
+        Default::default(),
+        Catalog::builtin().unwrap(),
+    );
+    // Without a certificate (the operator's or one kstack made) nothing renders.
+    let err = kubernetes::render(&config).unwrap_err().to_string();
+    assert!(err.contains("certificates/haproxy.pem"), "{err}");
+
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMIIC\n-----END PRIVATE KEY-----\n";
+    config.public_certificate = Some(kstack_config::PublicCertificate {
+        pem: pem.to_owned(),
+        made_by_kstack: false,
+    });
+    let r = kubernetes::render(&config).unwrap();
+    // The chain and key are in a Secret, never a ConfigMap.
+    let secret_has_it = r.objects.iter().any(|o| match o {
+        Object::Secret(s) => s
+            .data
+            .as_ref()
+            .and_then(|d| d.get("haproxy.pem"))
+            .is_some_and(|b| String::from_utf8_lossy(&b.0).contains("BEGIN PRIVATE KEY")),
+        _ => false,
+    });
+    assert!(secret_has_it);
+    assert!(secret_in_configmap_free(&r));
+    let cfg = haproxy_cfg(&r).expect("haproxy.cfg");
+    assert!(
+        cfg.contains(
+            "frontend keystone-api\n    bind 0.0.0.0:5000 ssl crt /etc/haproxy/certificates/haproxy.pem\n    http-request set-header X-Forwarded-Proto https"
+        ),
+        "{cfg}"
+    );
+    assert!(cfg.contains("ssl-min-ver TLSv1.2"), "{cfg}");
+    // Horizon on 443, its plain port redirecting there.
+    assert!(
+        cfg.contains("frontend horizon-http\n    bind 0.0.0.0:443 ssl crt"),
+        "{cfg}"
+    );
+    assert!(
+        cfg.contains(
+            "frontend horizon-http-redirect\n    bind 0.0.0.0:80\n    http-request redirect scheme https code 301"
+        ),
+        "{cfg}"
+    );
+    let Object::Service(svc) = find(&r, "Service", "haproxy") else {
+        unreachable!()
+    };
+    let mut numbers: Vec<i32> = svc
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port)
+        .collect();
+    numbers.sort_unstable();
+    assert_eq!(
+        numbers,
+        [80, 443, 5000, 6080, 8000, 8004, 8774, 8780, 9292, 9696]
+    );
+    // The public endpoints are https://; Horizon knows requests come through HTTPS.
+    let files: String = r
+        .objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::ConfigMap(cm) => Some(cm.data.as_ref()?.values().cloned().collect::<String>()),
+            Object::Secret(s) => Some(
+                s.data
+                    .as_ref()?
+                    .values()
+                    .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                    .collect::<String>(),
+            ),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        files.contains("https://198.51.100.10:8774"),
+        "registrations on https"
+    );
+    assert!(
+        files.contains("https://198.51.100.10:6080/vnc_lite.html"),
+        "noVNC"
+    );
+    assert!(files.contains("SECURE_PROXY_SSL_HEADER = (\"HTTP_X_FORWARDED_PROTO\", \"https\")"));
+    assert!(
+        !files.contains("http://198.51.100.10:"),
+        "no plain public URL is left"
+    );
+}
+
+/// Whether no ConfigMap carries the certificate's key.
+fn secret_in_configmap_free(r: &kstack_render::Rendered) -> bool {
+    !r.objects.iter().any(|o| match o {
+        Object::ConfigMap(cm) => cm
+            .data
+            .iter()
+            .flat_map(|d| d.values())
+            .any(|v| v.contains("BEGIN PRIVATE KEY")),
+        _ => false,
+    })
+}

@@ -80,8 +80,13 @@ pub(crate) struct Api {
 }
 
 impl Api {
-    /// A client with a time limit per call and host names resolved from `resolve` first.
-    pub fn new(request_timeout: Duration, resolve: &BTreeMap<String, IpAddr>) -> Api {
+    /// A client with a time limit per call, host names resolved from `resolve` first, and
+    /// `ca_certificates` trusted besides the public roots.
+    pub fn new(
+        request_timeout: Duration,
+        resolve: &BTreeMap<String, IpAddr>,
+        ca_certificates: &[reqwest::Certificate],
+    ) -> Api {
         let mut builder = reqwest::Client::builder()
             .timeout(request_timeout)
             .connect_timeout(request_timeout.min(Duration::from_secs(10)))
@@ -89,6 +94,9 @@ impl Api {
         for (host, ip) in resolve {
             // Port 0: the URL's port is used.
             builder = builder.resolve(host, SocketAddr::new(*ip, 0));
+        }
+        for c in ca_certificates {
+            builder = builder.add_root_certificate(c.clone());
         }
         let client = builder.build().unwrap_or_else(|_| reqwest::Client::new());
         Api { client }

@@ -124,6 +124,9 @@ pub struct Settings {
     /// Host names to reach at a given address instead of asking DNS (a host outside the
     /// cluster: the catalog names Kubernetes Services, `glance-api.openstack.svc`).
     pub resolve: BTreeMap<String, std::net::IpAddr>,
+    /// CA certificates trusted besides the usual public roots ([`ca_bundle`]): kstack's own
+    /// CA, or the operator's (`kolla_admin_openrc_cacert`), for HTTPS public endpoints.
+    pub ca_certificates: Vec<reqwest::Certificate>,
     /// More values to keep out of every report and event (e.g. every passwords.yml value, in
     /// case a service echoes one in an error), besides the two passwords.
     pub secrets: Vec<Password>,
@@ -165,6 +168,7 @@ impl Settings {
             prefix: random_prefix(),
             cidr: "10.99.0.0/24".to_owned(),
             resolve: BTreeMap::new(),
+            ca_certificates: Vec::new(),
             secrets: Vec::new(),
             guest: None,
             external_network: None,
@@ -195,6 +199,15 @@ impl Settings {
             .find(|(_, s)| s.service_type.as_deref() == Some(service_type))
             .map(|(n, s)| (n.as_str(), s))
     }
+}
+
+/// The certificates of a PEM bundle (a CA file), for [`Settings::ca_certificates`]; an error
+/// when it holds none.
+pub fn ca_bundle(pem: &str) -> Result<Vec<reqwest::Certificate>, String> {
+    reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+        .ok()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| "it holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)".to_owned())
 }
 
 /// `kstack-verify-` and 8 random hex digits.

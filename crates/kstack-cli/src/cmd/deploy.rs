@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use kstack_config::Config;
+use kstack_engine::certs::Access;
 use kstack_engine::plan::{Action, Observed, Plan};
 use kstack_engine::status::ServiceStatus;
 use kstack_engine::{Event, Limits, ObjectRef, Options, Report};
@@ -57,7 +58,7 @@ pub enum DeployCommand {
     Plan(PlanArgs),
     /// Every service: desired and ready pods, recorded generation and health.
     #[command(
-        after_help = "Examples:\n  kstack status\n  kstack status -o json | jq '.[] | select(.health != \"healthy\")'\n\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config."
+        after_help = "Examples:\n  kstack status\n  kstack status -o json | jq '.[] | select(.health != \"healthy\")'\n\nWith TLS on the public endpoints it also says until when their certificate is valid.\nExit codes: 0 shown, 1 cluster or IO failure, 2 invalid config, 4 the public endpoints'\ncertificate has expired or does not name the public host (clients refuse it)."
     )]
     Status(StatusArgs),
     /// The recorded generations of every service (or one): time, state, config hash, images.
@@ -133,6 +134,11 @@ pub struct DeployArgs {
     /// instead of waiting for it.
     #[arg(long)]
     pub no_wait: bool,
+    /// With TLS on the public endpoints and kstack's own CA: issue a new certificate for them
+    /// now, even if the current one is still good (HAProxy then rolls, one pod at a time).
+    /// Without this flag a deploy renews it 30 days before it expires.
+    #[arg(long)]
+    pub renew_certificate: bool,
     /// Report format on stdout.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Output,
@@ -175,20 +181,44 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
         DeployCommand::Rollback(a) => &a.target,
     };
     let dir = &target.config.config_dir;
-    let Some(config) = super::load_config(dir)? else {
+    let Some(mut config) = super::load_config(dir)? else {
         return Ok(super::invalid_config(dir, "nothing done"));
     };
-    // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
-    let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let mut made_certificate = None;
+    // With TLS on the public endpoints and no operator certificate, the one kstack made is
+    // part of what is rendered: a deploy makes or renews it first, the others read it.
+    if super::tls::needs_made_certificate(&config) {
+        let (access, renew) = match &command {
+            DeployCommand::Deploy(a) => (Access::Store, a.renew_certificate),
+            _ => (Access::Read, false),
+        };
+        let kubeconfig = target.kubeconfig.clone();
+        let made = runtime.block_on(async {
+            let (client, _) = kstack_kube::counted_client(kubeconfig.as_deref()).await?;
+            let cluster = KubeCluster::new(client);
+            super::tls::fill_from_cluster(&mut config, &cluster, access, renew).await
+        })?;
+        if let Some(why) = made.as_ref().and_then(|m| m.renewed.as_deref())
+            && access == Access::Store
+        {
+            eprintln!("public certificate: a new one from kstack's CA ({why})");
+        }
+        made_certificate = made;
+    }
+    // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
+    let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
     runtime.block_on(async {
         match command {
             DeployCommand::Deploy(args) => deploy(args, &config, &rendered).await,
             DeployCommand::Plan(args) => plan(args, &config, &rendered).await,
-            DeployCommand::Status(args) => status(args, &config, &rendered).await,
+            DeployCommand::Status(args) => {
+                let cert = super::tls::certificate_status(&config, made_certificate.as_ref());
+                status(args, &config, &rendered, cert).await
+            }
             DeployCommand::History(args) => history(args, &config, &rendered).await,
             DeployCommand::Rollback(args) => rollback(args, &config, &rendered).await,
         }
@@ -612,7 +642,12 @@ fn mode_lines(plan: &Plan) -> Vec<String> {
     out
 }
 
-async fn status(args: StatusArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
+async fn status(
+    args: StatusArgs,
+    config: &Config,
+    rendered: &Rendered,
+    certificate: Option<super::tls::CertificateStatus>,
+) -> anyhow::Result<Exit> {
     let c = connect(&args.target, config, rendered, &timeouts(config, None)).await?;
     let rows: Vec<ServiceStatus> = kstack_engine::status::status(&c.plan, &c.observed);
     match args.output {
@@ -652,8 +687,16 @@ async fn status(args: StatusArgs, config: &Config, rendered: &Rendered) -> anyho
                 "deploy generation {generation}; {healthy} of {} services healthy",
                 c.plan.services.len()
             );
+            if let Some(cert) = &certificate {
+                println!("{}", cert.line);
+            }
         }
         other => print_data(other, &rows)?,
+    }
+    // A certificate users would be refused with is an error to act on now, in every format.
+    if let Some(cert) = certificate.filter(|c| c.problem) {
+        eprintln!("error: {}", cert.line);
+        return Ok(Exit::CheckFailed);
     }
     Ok(Exit::Success)
 }

@@ -18,6 +18,7 @@ pub mod inventory;
 pub mod logs;
 pub mod openrc;
 pub mod template;
+pub(crate) mod tls;
 pub mod verify;
 
 /// Bad input files (config directory, catalog file): `main` exits with [`Exit::BadInput`] for
@@ -90,7 +91,10 @@ impl Command {
             Command::Catalog(C::Services(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
             Command::Catalog(C::Graph(a)) => return a.catalog.dir.config_dir = dir.to_owned(),
             Command::Template(a) => return a.config.config_dir = dir.to_owned(),
-            Command::Openrc(a) => return a.config.config_dir = dir.to_owned(),
+            Command::Openrc(a) => {
+                a.kubeconfig = globals.kubeconfig.clone();
+                return a.config.config_dir = dir.to_owned();
+            }
             Command::Inventory(c) => return c.set_kubeconfig(globals.kubeconfig.clone()),
             Command::Dev(_) => return,
             Command::Deploy(D::Deploy(a)) => &mut a.target,

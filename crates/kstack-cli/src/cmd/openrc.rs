@@ -25,6 +25,10 @@ pub struct Args {
     /// directory, as kolla-ansible writes them into /etc/kolla).
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// The global `--kubeconfig`: with TLS on the public endpoints and kstack's own CA, the
+    /// CA is read from the cluster and written as `ca.crt` beside the files.
+    #[arg(skip)]
+    pub kubeconfig: Option<String>,
 }
 
 /// The cloud's name in clouds.yaml (`OS_CLOUD`).
@@ -35,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let Some(config) = super::load_config(dir)? else {
         return Ok(super::invalid_config(dir, "nothing written"));
     };
-    let Some(creds) = Credentials::of(&config)? else {
+    let Some(mut creds) = Credentials::of(&config)? else {
         eprintln!(
             "error: passwords.yml has no keystone_admin_password; run `kstack genpwd` first, nothing written"
         );
@@ -43,6 +47,20 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let out = args.output.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // HTTPS public endpoints: the CA the clients trust (OS_CACERT), kstack's own written here.
+    creds.cacert = config.globals.tls.admin_openrc_cacert.clone();
+    if super::tls::needs_made_certificate(&config) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let cas = runtime.block_on(super::tls::trusted_cas(&config, args.kubeconfig.as_deref()))?;
+        if let Some((_, pem)) = cas.last() {
+            let path = super::tls::write_ca(out, pem)?;
+            let path = std::path::absolute(&path).unwrap_or(path);
+            creds.cacert = Some(path.display().to_string());
+        }
+    }
     for (name, text) in [
         ("admin-openrc.sh", creds.openrc()),
         ("clouds.yaml", creds.clouds_yaml()),
@@ -66,6 +84,8 @@ struct Credentials {
     password: String,
     project: String,
     region: String,
+    /// The CA bundle of HTTPS public endpoints (`OS_CACERT`), when the clients need one.
+    cacert: Option<String>,
 }
 
 impl Credentials {
@@ -82,6 +102,7 @@ impl Credentials {
             password: password.to_owned(),
             project: g.keystone_admin_project.clone(),
             region: g.openstack_region_name.clone(),
+            cacert: None,
         }))
     }
 
@@ -107,13 +128,16 @@ impl Credentials {
         ] {
             s.push_str(&format!("export {k}={}\n", q(v)));
         }
+        if let Some(ca) = &self.cacert {
+            s.push_str(&format!("export OS_CACERT={}\n", q(ca)));
+        }
         s
     }
 
     /// `clouds.yaml`, written as JSON (which YAML reads as it is, so no value can mean
     /// something else to a YAML 1.1 or 1.2 reader).
     fn clouds_yaml(&self) -> String {
-        let doc = serde_json::json!({"clouds": {CLOUD_NAME: {
+        let mut doc = serde_json::json!({"clouds": {CLOUD_NAME: {
             "auth": {
                 "auth_url": self.auth_url,
                 "username": self.username,
@@ -126,6 +150,9 @@ impl Credentials {
             "interface": "public",
             "identity_api_version": 3,
         }}});
+        if let Some(ca) = &self.cacert {
+            doc["clouds"][CLOUD_NAME]["cacert"] = serde_json::Value::String(ca.clone());
+        }
         format!(
             "# The admin's cloud for the OpenStack clients (OS_CLOUD={CLOUD_NAME}), written by `kstack openrc`.\n{}\n",
             serde_json::to_string_pretty(&doc).unwrap_or_default()

@@ -58,9 +58,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         return super::compose::template(dir, args.service.as_deref(), &args.output);
     }
     let dir = &args.config.config_dir;
-    let Some(config) = super::load_config(dir)? else {
+    let Some(mut config) = super::load_config(dir)? else {
         return Ok(super::invalid_config(dir, "nothing rendered"));
     };
+    super::tls::fill_example(&mut config)?;
     if let Some(service) = &args.service
         && !config.catalog.services.contains_key(service)
     {

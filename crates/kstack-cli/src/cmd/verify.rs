@@ -182,6 +182,16 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    // HTTPS public endpoints: trust kstack's CA (or the operator's) as a user's client would.
+    let cas = runtime.block_on(super::tls::trusted_cas(
+        &config,
+        args.target.kubeconfig.as_deref(),
+    ));
+    for (origin, pem) in cas? {
+        let certs = kstack_verify::ca_bundle(&pem)
+            .map_err(|e| super::InputError(format!("the CA of {origin}: {e}")))?;
+        settings.ca_certificates.extend(certs);
+    }
     runtime.block_on(verify(args, config, settings, redactor))
 }
 

@@ -148,6 +148,24 @@ pub struct Apis {
     pub glance: String,
     /// nova-api, when the cloud has it.
     pub nova: Option<String>,
+    /// The CA (PEM) the client trusts, for HTTPS endpoints.
+    pub ca: Option<String>,
+}
+
+/// kstack's CA of the cloud in `ns` (the Secret `kstack-ca` a deploy with TLS on the public
+/// endpoints makes), PEM: what a user's client trusts.
+pub async fn public_ca(client: &kube::Client, ns: &str) -> anyhow::Result<String> {
+    let secrets: kube::Api<kstack_k8s::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), ns);
+    let secret = secrets
+        .get("kstack-ca")
+        .await
+        .with_context(|| format!("Secret kstack-ca of {ns}"))?;
+    let pem = secret
+        .data
+        .and_then(|d| d.get("ca.crt").cloned())
+        .context("Secret kstack-ca has no ca.crt")?;
+    Ok(String::from_utf8(pem.0)?)
 }
 
 impl Apis {
@@ -167,6 +185,7 @@ impl Apis {
                 .contains_key("nova-api")
                 .then(|| url("nova-api", 8774))
                 .transpose()?,
+            ca: None,
         })
     }
 }
@@ -186,12 +205,18 @@ pub async fn user_load(
         keystone,
         glance,
         nova,
+        ca,
     } = apis;
-    let http = reqwest::Client::builder()
+    let mut http = reqwest::Client::builder()
         // A user's client waits (keystoneauth sets no timeout); a minute still catches a hang.
-        .timeout(std::time::Duration::from_secs(60))
-        .build()
-        .expect("an HTTP client");
+        .timeout(std::time::Duration::from_secs(60));
+    for cert in ca
+        .iter()
+        .flat_map(|pem| reqwest::Certificate::from_pem_bundle(pem.as_bytes()).expect("a PEM CA"))
+    {
+        http = http.add_root_certificate(cert);
+    }
+    let http = http.build().expect("an HTTP client");
     let body = serde_json::json!({"auth": {
         "identity": {"methods": ["password"], "password": {"user": {
             "name": "admin", "domain": {"id": "default"}, "password": password}}},

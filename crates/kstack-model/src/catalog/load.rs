@@ -230,6 +230,18 @@ impl Catalog {
     }
 
     /// The number of `service`'s port named `name`, when the catalog declares it.
+    /// The port of `service`'s public endpoint named `name` on the public address: its
+    /// `public_tls_port` with TLS on the public endpoints, else its number.
+    pub fn public_port(&self, service: &str, name: &str, tls: bool) -> Option<u16> {
+        let p = self
+            .services
+            .get(service)?
+            .ports
+            .iter()
+            .find(|p| p.name == name)?;
+        Some(p.public_tls_port.filter(|_| tls).unwrap_or(p.port))
+    }
+
     pub fn port(&self, service: &str, name: &str) -> Option<u16> {
         self.services
             .get(service)?

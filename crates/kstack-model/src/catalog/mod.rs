@@ -347,6 +347,10 @@ pub struct Port {
     /// `public_gateway`), when one is enabled: the port of a public endpoint. Needs `expose`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub public: bool,
+    /// The public port with TLS on the public endpoints (`kolla_enable_tls_external`), when it
+    /// is not `port`: Horizon's 443, whose plain port then redirects to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_tls_port: Option<u16>,
 }
 
 fn tcp() -> Protocol {

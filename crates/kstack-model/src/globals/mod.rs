@@ -33,7 +33,7 @@ pub use kolla::parse_bool;
 pub use kubernetes::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_TIMEOUT_SECS, QUORUM_CLUSTERS, ROLES, Resources,
 };
-pub use network::{ExternalNetwork, OVS_DATAPATHS, physical_networks};
+pub use network::{ExternalNetwork, OVS_DATAPATHS, PublicTls, physical_networks};
 pub use services::{
     BOOL_SETTINGS, CONFIG_STRATEGIES, CephBackend, FernetTiming, SERVICE_FLAGS, VIRT_TYPES,
 };
@@ -89,6 +89,8 @@ pub struct Globals {
     pub cinder_ceph: Option<CephBackend>,
     /// The provider network kstack makes once Neutron runs (`kstack_external_network`), when on.
     pub external_network: Option<ExternalNetwork>,
+    /// TLS of the public endpoints (`kolla_enable_tls_external`, `kolla_admin_openrc_cacert`).
+    pub tls: PublicTls,
     /// Every variable after merging defaults, user values and derived values; templates read these.
     pub vars: BTreeMap<String, Value>,
 }
@@ -231,6 +233,7 @@ impl Globals {
         s.network.datapath(&mut t);
         s.services.logging_debug(&mut t);
         let kolla_internal_vip_address = s.network.endpoints(&mut t);
+        let tls = s.network.tls(&mut t);
         let placement = s.kubernetes.placement(&mut t);
         let enabled = s.services.enabled(&mut t, &vars);
         let workloads = s.kubernetes.workloads(&mut t);
@@ -263,6 +266,10 @@ impl Globals {
             "cinder_backend_ceph".into(),
             Value::Bool(cinder_ceph.is_some()),
         );
+        vars.insert(
+            "kolla_enable_tls_external".into(),
+            Value::Bool(tls.external),
+        );
 
         Ok(Globals {
             images,
@@ -285,6 +292,7 @@ impl Globals {
             fernet: services.fernet,
             cinder_ceph,
             external_network,
+            tls,
             vars,
         })
     }

@@ -33,6 +33,19 @@ pub struct ExternalNetwork {
     pub pool: Option<(String, String)>,
 }
 
+/// TLS of the public endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublicTls {
+    /// `kolla_enable_tls_external`: the public gateway serves HTTPS with the public
+    /// certificate (the operator's `certificates/haproxy.pem`, else one kstack makes), and
+    /// the public endpoints are `https://`.
+    pub external: bool,
+    /// `kolla_admin_openrc_cacert`: the CA bundle (a path on the operator's machine) that
+    /// `kstack openrc` names and `kstack verify` trusts, for an operator certificate of a
+    /// private CA.
+    pub admin_openrc_cacert: Option<String>,
+}
+
 /// The network variables of globals.yml.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -50,6 +63,10 @@ pub(super) struct NetworkSettings {
     kolla_external_vip_address: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
     kolla_internal_vip_address: Read<String>,
+    #[serde(deserialize_with = "kolla::boolean")]
+    kolla_enable_tls_external: Read<bool>,
+    #[serde(deserialize_with = "kolla::text")]
+    kolla_admin_openrc_cacert: Read<String>,
     #[serde(deserialize_with = "kolla::boolean")]
     kstack_external_network: Read<bool>,
     #[serde(deserialize_with = "kolla::text")]
@@ -148,6 +165,32 @@ impl NetworkSettings {
             "kolla_internal_vip_address",
             &self.kolla_internal_vip_address,
         )
+    }
+
+    /// TLS on the public endpoints (`kolla_enable_tls_external`), which needs a public address
+    /// for the certificate to name, and `kolla_admin_openrc_cacert`, the CA file the admin's
+    /// openrc names.
+    pub fn tls(&self, t: &mut Issues) -> PublicTls {
+        let external = t
+            .flag("kolla_enable_tls_external", &self.kolla_enable_tls_external)
+            .unwrap_or(false);
+        let has_public_host = [&self.kolla_external_fqdn, &self.kolla_external_vip_address]
+            .iter()
+            .any(|r| r.typed.as_deref().is_some_and(|h| !h.is_empty()));
+        if external && !has_public_host {
+            t.push(
+                "kolla_enable_tls_external",
+                None,
+                "TLS on the public endpoints needs a public address for the certificate to name".into(),
+                "set `kolla_external_vip_address` (or `kolla_external_fqdn`) to the address clients use, or set `kolla_enable_tls_external: \"no\"`".into(),
+            );
+        }
+        let admin_openrc_cacert =
+            t.opt_text("kolla_admin_openrc_cacert", &self.kolla_admin_openrc_cacert);
+        PublicTls {
+            external,
+            admin_openrc_cacert,
+        }
     }
 
     /// The `kstack_external_network*` settings, checked when `kstack_external_network` is on:
@@ -279,6 +322,11 @@ impl Globals {
     /// The host of the public endpoints: `kolla_external_fqdn`, else
     /// `kolla_external_vip_address` (IPv6 in brackets), else `None` (public endpoints are the
     /// internal ones).
+    /// The scheme of the public endpoints: `https` with `kolla_enable_tls_external`.
+    pub fn public_scheme(&self) -> &'static str {
+        if self.tls.external { "https" } else { "http" }
+    }
+
     pub fn public_host(&self) -> Option<String> {
         ["kolla_external_fqdn", "kolla_external_vip_address"]
             .iter()

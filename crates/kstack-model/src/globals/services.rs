@@ -34,6 +34,7 @@ pub const SERVICE_FLAGS: &[(&str, Option<bool>)] = &[
 /// file may name in `when`.
 pub const BOOL_SETTINGS: &[&str] = &[
     "cinder_backend_ceph",
+    "kolla_enable_tls_external",
     "kstack_external_network",
     "om_enable_rabbitmq_stream_fanout",
     "openstack_logging_debug",

@@ -39,7 +39,13 @@ pub const VICTORIA_LOGS_RETENTION: &str = "30d";
 pub struct PublicFrontend {
     /// `<service>-<port name>`, e.g. `keystone-api`.
     pub name: String,
+    /// The port on the public address: the catalog port's `public_tls_port` with TLS, else its
+    /// number.
     pub port: u16,
+    /// HTTPS with the public certificate (`kolla_enable_tls_external`).
+    pub tls: bool,
+    /// With TLS, the plain port that answers with a redirect to `https://` (Horizon's 80).
+    pub redirect_from: Option<u16>,
     /// Where the gateway passes requests on: the service's address for `target`.
     pub backend: String,
     /// The noVNC proxy's port carries a WebSocket for as long as a console is open.
@@ -68,9 +74,13 @@ pub fn public_frontends(config: &Config, target: Target) -> Vec<PublicFrontend> 
             continue;
         }
         for p in s.ports.iter().filter(|p| p.public) {
+            let tls = g.tls.external;
+            let tls_port = p.public_tls_port.filter(|_| tls);
             out.push(PublicFrontend {
                 name: format!("{name}-{}", p.name),
-                port: p.port,
+                port: tls_port.unwrap_or(p.port),
+                tls,
+                redirect_from: tls_port.map(|_| p.port),
                 backend: format!("{}:{}", target.host(g, name, None), p.port),
                 tunnel: name == "nova-novncproxy",
                 long_requests: name == "glance-api",
@@ -340,6 +350,7 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
         "public_bind_address",
         Value::from(public_bind_address(config, target, &frontends)?),
     );
+    let frontends_empty = frontends.is_empty();
     set(
         "public_frontends",
         kstack_config::jinja::to_jinja(&serde_json::to_value(frontends).unwrap_or_default()),
@@ -384,6 +395,21 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
     set("cinder_ceph", Value::from(ceph.is_some()));
     if let Some(ceph) = ceph {
         set("cinder_ceph_conf", Value::from(verbatim(ceph.conf_file())));
+    }
+    // The public endpoints' certificate and key, which only the gateway's `haproxy.pem` uses.
+    set("public_tls", Value::from(g.tls.external));
+    if g.tls.external && !frontends_empty {
+        let cert = config
+            .public_certificate
+            .as_ref()
+            .ok_or(RenderError::PublicCertificate {
+                file: kstack_config::PUBLIC_CERTIFICATE_FILE,
+            })?;
+        m.remove("public_certificate");
+        secret.insert(
+            "public_certificate".to_owned(),
+            Arc::from(cert.pem.as_str()),
+        );
     }
     if let Some(url) = transport_url {
         m.remove("transport_url");

@@ -216,6 +216,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "haproxy/haproxy.cfg.j2",
         include_str!("../../templates/haproxy/haproxy.cfg.j2"),
     ),
+    (
+        "haproxy/haproxy.pem.j2",
+        include_str!("../../templates/haproxy/haproxy.pem.j2"),
+    ),
     // The operator's Ceph client files, written as they are (a keyring holds a key: secret).
     (
         "cinder/ceph.conf.j2",

@@ -39,8 +39,9 @@ pub(super) fn service_objects(
         exposed.extend(
             crate::files::public_frontends(config, crate::files::Target::Kubernetes)
                 .into_iter()
+                .flat_map(|f| std::iter::once(f.port).chain(f.redirect_from))
                 // Port names are at most 15 characters: the number names it.
-                .map(|f| service_port(format!("public-{}", f.port), f.port, Protocol::Tcp)),
+                .map(|port| service_port(format!("public-{port}"), port, Protocol::Tcp)),
         );
         external_ips = globals.external_vip().map(|ip| vec![ip.to_string()]);
     }

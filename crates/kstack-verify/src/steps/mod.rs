@@ -108,7 +108,7 @@ impl<'a> Run<'a> {
         }
         Run {
             s,
-            api: Api::new(s.request_timeout, &s.resolve),
+            api: Api::new(s.request_timeout, &s.resolve, &s.ca_certificates),
             redactor,
             step_started: None,
             keystone,
