@@ -928,7 +928,7 @@ fn tls_on_the_public_endpoints_serves_https_with_the_certificate_in_a_secret() {
     let cfg = haproxy_cfg(&r).expect("haproxy.cfg");
     assert!(
         cfg.contains(
-            "frontend keystone-api\n    bind 0.0.0.0:5000 ssl crt /etc/haproxy/certificates/haproxy.pem\n    http-request set-header X-Forwarded-Proto https"
+            "frontend keystone-api\n    bind 0.0.0.0:5000 ssl crt /etc/haproxy/haproxy.pem\n    http-request set-header X-Forwarded-Proto https"
         ),
         "{cfg}"
     );
