@@ -379,3 +379,28 @@ fn openrc_names_the_operators_ca_of_https_public_endpoints() {
         "no CA of kstack's to write"
     );
 }
+
+#[test]
+fn validate_accepts_tls_without_a_certificate_and_says_compose_needs_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
+    globals.push_str(
+        "\nkolla_external_vip_address: 198.51.100.10\nkolla_enable_tls_external: \"yes\"\n",
+    );
+    std::fs::write(dir.join("globals.yml"), globals).unwrap();
+    let out = kstack(&["validate", "--config-dir", d]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("needs the public endpoints' certificate in `certificates/haproxy.pem`"),
+        "{text}"
+    );
+}

@@ -13,11 +13,25 @@ use crate::exit::Exit;
 /// warning when only the single-node Compose target cannot (a catalog whose names clash on one
 /// node, say), since a cloud on Kubernetes does not need that one.
 fn render_problems(config: &kstack_config::Config) -> (Option<String>, Option<String>) {
-    match kstack_render::kubernetes::render(config) {
+    // The certificate kstack makes in the cluster on deploy: rendered here with one of a
+    // throw-away CA, which the Compose target has no cluster to make.
+    let made_on_deploy = super::tls::needs_made_certificate(config);
+    let mut config = config.clone();
+    if let Err(e) = super::tls::fill_example(&mut config, false) {
+        return (Some(format!("{e:#}")), None);
+    }
+    match kstack_render::kubernetes::render(&config) {
         Err(e) => (Some(e.to_string()), None),
+        Ok(_) if made_on_deploy => (
+            None,
+            Some(format!(
+                "the Compose target (`--target compose`) needs the public endpoints' certificate in `{}` (kstack makes one only in a Kubernetes cluster)",
+                kstack_config::PUBLIC_CERTIFICATE_FILE
+            )),
+        ),
         Ok(_) => (
             None,
-            kstack_render::compose::render(config).err().map(|e| {
+            kstack_render::compose::render(&config).err().map(|e| {
                 format!("the Compose target (`--target compose`) cannot render this: {e}")
             }),
         ),

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let Some(mut config) = super::load_config(dir)? else {
         return Ok(super::invalid_config(dir, "nothing rendered"));
     };
-    super::tls::fill_example(&mut config)?;
+    super::tls::fill_example(&mut config, true)?;
     if let Some(service) = &args.service
         && !config.catalog.services.contains_key(service)
     {

@@ -57,8 +57,9 @@ pub(crate) async fn fill_from_cluster(
 }
 
 /// Puts a certificate from a throw-away CA into `config`, for rendering without a cluster
-/// (`kstack template`), when the config needs one; says so on stderr.
-pub(crate) fn fill_example(config: &mut Config) -> anyhow::Result<()> {
+/// (`kstack template`, `kstack validate`), when the config needs one; with `note`, says so on
+/// stderr.
+pub(crate) fn fill_example(config: &mut Config, note: bool) -> anyhow::Result<()> {
     if !needs_made_certificate(config) {
         return Ok(());
     }
@@ -67,10 +68,12 @@ pub(crate) fn fill_example(config: &mut Config) -> anyhow::Result<()> {
     let now = time::OffsetDateTime::now_utc();
     let ca = certs::new_ca(&config.globals.kubernetes_namespace, now)?;
     let issued = certs::issue(&ca, host, now)?;
-    eprintln!(
-        "note: haproxy.pem holds a certificate of a throw-away CA: `kstack deploy` makes the cloud's own from its CA in the cluster (or put yours in {})",
-        kstack_config::PUBLIC_CERTIFICATE_FILE
-    );
+    if note {
+        eprintln!(
+            "note: haproxy.pem holds a certificate of a throw-away CA: `kstack deploy` makes the cloud's own from its CA in the cluster (or put yours in {})",
+            kstack_config::PUBLIC_CERTIFICATE_FILE
+        );
+    }
     config.public_certificate = Some(PublicCertificate {
         pem: issued.haproxy_pem(),
         made_by_kstack: true,
