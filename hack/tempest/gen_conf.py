@@ -323,16 +323,23 @@ def main():
         kube.close()
     say(f"{len(services)} Services of {ns} written to {args.hosts_file}")
 
-    # HTTPS public endpoints: the CA tempest trusts, kstack's own or the operator's.
-    ca_file = None
-    if kstack_ca:
-        ca_file = os.path.join(os.path.dirname(os.path.abspath(args.out)), "ca.crt")
+    # HTTPS public endpoints: the CA tempest trusts, kstack's own or the operator's, as
+    # etc/ca.crt beside tempest.conf (hack/tempest.sh also points SSL_CERT_FILE there, for the
+    # clients that take no CA option, the dashboard test's).
+    ca_file = os.path.join(os.path.dirname(os.path.abspath(args.out)), "ca.crt")
+    operator_ca = plain(globals_.get("kolla_admin_openrc_cacert"), "")
+    ca_pem = kstack_ca
+    if not ca_pem and tls_external and operator_ca:
+        with open(operator_ca, encoding="utf-8") as f:
+            ca_pem = f.read()
+    if ca_pem:
         with open(ca_file, "w", encoding="utf-8") as f:
-            f.write(kstack_ca)
-        say(f"the public endpoints use HTTPS: kstack's CA written to {ca_file}")
-    elif tls_external and plain(globals_.get("kolla_admin_openrc_cacert"), ""):
-        ca_file = plain(globals_.get("kolla_admin_openrc_cacert"), "")
-        say(f"the public endpoints use HTTPS: trusting {ca_file} (kolla_admin_openrc_cacert)")
+            f.write(ca_pem)
+        say(f"the public endpoints use HTTPS: {'kstack' if kstack_ca else 'the operator'}'s CA written to {ca_file}")
+    else:
+        if os.path.exists(ca_file):
+            os.unlink(ca_file)
+        ca_file = None
     passwords = load_yaml(os.path.join(args.config_dir, "passwords.yml"))
     admin_password = passwords.get("keystone_admin_password")
     if not admin_password:
@@ -500,6 +507,17 @@ def main():
         port = next((p["port"] for p in ports if p.get("name") in ("http", "horizon")),
                     ports[0]["port"] if ports else 80)
         dashboard_url = f"http://horizon.{ns}.svc" + ("" if port == 80 else f":{port}") + "/"
+    # With a public address, the dashboard as its users reach it: through the public gateway
+    # (HTTPS on 443 with TLS on the public endpoints, where Horizon's cookies are secure-only).
+    public_host = (plain(globals_.get("kolla_external_fqdn"), "")
+                   or plain(globals_.get("kolla_external_vip_address"), ""))
+    gateway_ports = {p["port"] for p in (services.get("haproxy", {}).get("spec", {})
+                                         .get("ports") or [])}
+    if dashboard_url and public_host:
+        if tls_external and 443 in gateway_ports:
+            dashboard_url = f"https://{public_host}/"
+        elif 80 in gateway_ports:
+            dashboard_url = f"http://{public_host}/"
 
     run_validation = bool(public) and guest is not None
     conf = configparser.ConfigParser(interpolation=None)
