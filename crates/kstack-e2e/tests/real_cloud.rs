@@ -303,12 +303,19 @@ async fn every_api_closes_its_connections(
         conn.write_all(format!("GET / HTTP/1.1\r\nHost: {ip}:{port}\r\n\r\n").as_bytes())
             .await?;
         let mut answer = Vec::new();
-        tokio::time::timeout(
+        let read = tokio::time::timeout(
             std::time::Duration::from_secs(30),
             conn.read_to_end(&mut answer),
         )
         .await
-        .with_context(|| format!("{service}:{port} kept the connection open after answering"))??;
+        .with_context(|| format!("{service}:{port} kept the connection open after answering"))?;
+        match read {
+            Ok(_) => {}
+            // Over TLS, a server closing the connection without a close_notify alert: closed
+            // all the same, which is what is checked here.
+            Err(e) if service == "public" && e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+            Err(e) => return Err(e.into()),
+        }
         let answer = String::from_utf8_lossy(&answer);
         let head = answer.split("\r\n\r\n").next().unwrap_or_default();
         assert!(
@@ -1167,9 +1174,18 @@ async fn the_public_certificate_renews_without_a_failed_request(
     );
     let after = stored_public_certificate(client, ns).await?;
     assert_ne!(before, after, "the stored certificate is the same");
+    // New connections reach the new pods once kube-proxy has their endpoints (the old pods
+    // drain meanwhile): allow it a few seconds.
     let public: std::net::IpAddr = PUBLIC.parse()?;
-    let tcp = tokio::net::TcpStream::connect((public, 5000)).await?;
-    let (_, served) = tls_connect(tcp, &ca).await?;
+    let mut served = Vec::new();
+    for _ in 0..20 {
+        let tcp = tokio::net::TcpStream::connect((public, 5000)).await?;
+        served = tls_connect(tcp, &ca).await?.1;
+        if served == after {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     assert_eq!(
         served, after,
         "HAProxy serves another certificate than the renewed one"
