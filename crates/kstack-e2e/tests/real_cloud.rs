@@ -1154,13 +1154,15 @@ async fn the_public_certificate_renews_without_a_failed_request(
     };
     let password = admin_password(cloud)?;
     let load = tokio::spawn(user_load(public, password, stop.clone()));
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let started = std::time::Instant::now();
     let out = cloud
         .run(&["deploy", "--renew-certificate", "-o", "json"])
         .await?;
     let seconds = started.elapsed().as_secs_f64();
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The deploy returns once the new pod is ready; the old one still drains (5 s) and stops:
+    // the load goes on past that.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let load = load.await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
