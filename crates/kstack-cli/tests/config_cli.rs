@@ -259,15 +259,27 @@ fn template_distro_facts_prints_the_distribution_table_without_a_config_dir() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A config directory `cloud` in `tmp` made by `kstack init` and `kstack genpwd`, with
+/// `globals` appended to its globals.yml.
+fn cloud_dir(tmp: &std::path::Path, globals: &str) -> std::path::PathBuf {
+    let dir = tmp.join("cloud");
+    let d = dir.to_str().unwrap();
+    assert!(kstack(&["init", d]).status.success());
+    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
+    let mut text = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
+    text.push('\n');
+    text.push_str(globals);
+    std::fs::write(dir.join("globals.yml"), text).unwrap();
+    dir
+}
+
 #[test]
 fn openrc_writes_the_admins_credentials_on_the_public_endpoint_mode_0600() {
     use std::os::unix::fs::PermissionsExt as _;
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cloud");
+    let dir = cloud_dir(tmp.path(), "kolla_external_vip_address: 198.51.100.10\n");
     let d = dir.to_str().unwrap();
-    assert!(kstack(&["init", d]).status.success());
-    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
-    // A password with what a shell or YAML would read otherwise, and a public address.
+    // A password with what a shell or YAML would read otherwise.
     let pw = "it's $HOME `x` \"q\" #no: 010";
     let passwords = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
     let passwords: String = passwords
@@ -281,9 +293,6 @@ fn openrc_writes_the_admins_credentials_on_the_public_endpoint_mode_0600() {
         })
         .collect();
     std::fs::write(dir.join("passwords.yml"), passwords).unwrap();
-    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
-    globals.push_str("\nkolla_external_vip_address: 198.51.100.10\n");
-    std::fs::write(dir.join("globals.yml"), globals).unwrap();
 
     let out_dir = tmp.path().join("out");
     let out = kstack(&["openrc", "--config-dir", d, "-o", out_dir.to_str().unwrap()]);
@@ -334,15 +343,11 @@ fn openrc_writes_the_admins_credentials_on_the_public_endpoint_mode_0600() {
 #[test]
 fn openrc_names_the_operators_ca_of_https_public_endpoints() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cloud");
-    let d = dir.to_str().unwrap();
-    assert!(kstack(&["init", d]).status.success());
-    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
-    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
-    globals.push_str(
-        "\nkolla_external_fqdn: cloud.example.com\nkolla_enable_tls_external: \"yes\"\nkolla_admin_openrc_cacert: /etc/ssl/our-ca.pem\n",
+    let dir = cloud_dir(
+        tmp.path(),
+        "kolla_external_fqdn: cloud.example.com\nkolla_enable_tls_external: \"yes\"\nkolla_admin_openrc_cacert: /etc/ssl/our-ca.pem\n",
     );
-    std::fs::write(dir.join("globals.yml"), globals).unwrap();
+    let d = dir.to_str().unwrap();
     // The operator's certificate: no cluster is asked for one.
     std::fs::create_dir_all(dir.join("certificates")).unwrap();
     std::fs::write(
@@ -383,15 +388,11 @@ fn openrc_names_the_operators_ca_of_https_public_endpoints() {
 #[test]
 fn validate_accepts_tls_without_a_certificate_and_says_compose_needs_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cloud");
-    let d = dir.to_str().unwrap();
-    assert!(kstack(&["init", d]).status.success());
-    assert!(kstack(&["genpwd", "--config-dir", d]).status.success());
-    let mut globals = std::fs::read_to_string(dir.join("globals.yml")).unwrap();
-    globals.push_str(
-        "\nkolla_external_vip_address: 198.51.100.10\nkolla_enable_tls_external: \"yes\"\n",
+    let dir = cloud_dir(
+        tmp.path(),
+        "kolla_external_vip_address: 198.51.100.10\nkolla_enable_tls_external: \"yes\"\n",
     );
-    std::fs::write(dir.join("globals.yml"), globals).unwrap();
+    let d = dir.to_str().unwrap();
     let out = kstack(&["validate", "--config-dir", d]);
     let text = format!(
         "{}{}",

@@ -57,15 +57,11 @@ pub const PUBLIC_CERTIFICATE_FILE: &str = "certificates/haproxy.pem";
 #[derive(Clone, PartialEq, Eq)]
 pub struct PublicCertificate {
     pub pem: String,
-    /// Whether kstack made it (from its own CA) rather than the operator.
-    pub made_by_kstack: bool,
 }
 
 impl std::fmt::Debug for PublicCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PublicCertificate")
-            .field("made_by_kstack", &self.made_by_kstack)
-            .finish_non_exhaustive()
+        f.debug_struct("PublicCertificate").finish_non_exhaustive()
     }
 }
 
@@ -468,7 +464,6 @@ pub fn load(sources: &Sources) -> Loaded {
             None => {
                 public_certificate = Some(PublicCertificate {
                     pem: pem.to_owned(),
-                    made_by_kstack: false,
                 })
             }
         }

@@ -252,7 +252,6 @@ fn the_operators_public_certificate_is_read_checked_and_kept_inside_the_director
     );
     let cert = loaded.config.unwrap().public_certificate.expect("read");
     assert_eq!(cert.pem, pem);
-    assert!(!cert.made_by_kstack);
     // Its Debug form never shows the key.
     assert!(!format!("{cert:?}").contains("MIIC"));
 

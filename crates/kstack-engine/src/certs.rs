@@ -100,9 +100,10 @@ pub fn new_ca(namespace: &str, now: OffsetDateTime) -> Result<Ca, CertError> {
     })
 }
 
-/// A server certificate for `host` (a DNS name or an IP address, without brackets) signed by
-/// `ca`, valid [`CERT_DAYS`] from an hour before `now`.
+/// A server certificate for `host` (a DNS name or an IP address, an IPv6 one with or without
+/// brackets) signed by `ca`, valid [`CERT_DAYS`] from an hour before `now`.
 pub fn issue(ca: &Ca, host: &str, now: OffsetDateTime) -> Result<Issued, CertError> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(|e| invalid("the CA key", e))?;
     let issuer =
         Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(|e| invalid("the CA", e))?;
@@ -263,6 +264,9 @@ pub struct PublicCertificate {
     pub ca_pem: String,
     /// Why it was (or, read-only, would be) made anew; `None` when the stored one is kept.
     pub renewed: Option<String>,
+    /// The certificate (PEM) the Secret held before this call, which the gateway serves until
+    /// a deploy renders `issued`: what `kstack status` judges.
+    pub stored: Option<String>,
 }
 
 impl std::fmt::Debug for Issued {
@@ -364,7 +368,6 @@ pub async fn public_certificate(
     renew: bool,
     now: OffsetDateTime,
 ) -> Result<PublicCertificate, CertError> {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
     let ca = ca(cluster, namespace, access, now).await?;
     let r = ObjectRef::new("Secret", Some(namespace), PUBLIC_TLS_SECRET);
     let stored = cluster.get(&r).await?.and_then(|s| {
@@ -378,6 +381,7 @@ pub async fn public_certificate(
         Some(_) if renew => Some("a renewal was asked for".to_owned()),
         Some(s) => renewal_reason(&s.cert_pem, &ca.cert_pem, host, now),
     };
+    let stored_pem = stored.as_ref().map(|s| s.cert_pem.clone());
     let issued = match (stored, &reason) {
         (Some(s), None) => s,
         _ => {
@@ -402,6 +406,7 @@ pub async fn public_certificate(
         issued,
         ca_pem: ca.cert_pem,
         renewed: reason,
+        stored: stored_pem,
     })
 }
 
@@ -500,6 +505,8 @@ mod tests {
         .await
         .unwrap();
         assert!(renewed.renewed.unwrap().contains("expires in"));
+        // What the gateway served until then is the first one, which status judges.
+        assert_eq!(renewed.stored.as_ref(), Some(&first.issued.cert_pem));
         assert_ne!(renewed.issued.cert_pem, first.issued.cert_pem);
         assert_eq!(renewed.ca_pem, first.ca_pem, "the CA stays");
         assert!(signed_by(&renewed.issued.cert_pem, &first.ca_pem));

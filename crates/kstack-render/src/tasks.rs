@@ -143,16 +143,13 @@ pub fn service_public_url(
     port: &str,
 ) -> Result<String, RenderError> {
     let g = &config.globals;
-    let number = match g.public_host() {
-        Some(_) => config
+    let mut number = files::port(&config.catalog, service, port)?;
+    if g.public_host().is_some() {
+        number = config
             .catalog
             .public_port(service, port, g.tls.external)
-            .ok_or_else(|| RenderError::MissingPort {
-                service: service.to_owned(),
-                port: port.to_owned(),
-            })?,
-        None => files::port(&config.catalog, service, port)?,
-    };
+            .unwrap_or(number);
+    }
     Ok(target.public_url(g, service, number))
 }
 

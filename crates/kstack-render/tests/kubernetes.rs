@@ -911,7 +911,6 @@ fn tls_on_the_public_endpoints_serves_https_with_the_certificate_in_a_secret() {
     let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMIIC\n-----END PRIVATE KEY-----\n";
     config.public_certificate = Some(kstack_config::PublicCertificate {
         pem: pem.to_owned(),
-        made_by_kstack: false,
     });
     let r = kubernetes::render(&config).unwrap();
     // The chain and key are in a Secret, never a ConfigMap.

@@ -54,9 +54,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        let cas = runtime.block_on(super::tls::trusted_cas(&config, args.kubeconfig.as_deref()))?;
-        if let Some((_, pem)) = cas.last() {
-            let path = super::tls::write_ca(out, pem)?;
+        let ca = runtime.block_on(super::tls::kstack_ca(&config, args.kubeconfig.as_deref()))?;
+        if let Some(pem) = ca {
+            let path = super::tls::write_ca(out, &pem)?;
             let path = std::path::absolute(&path).unwrap_or(path);
             creds.cacert = Some(path.display().to_string());
         }

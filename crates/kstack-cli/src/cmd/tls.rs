@@ -51,7 +51,6 @@ pub(crate) async fn fill_from_cluster(
     .with_context(|| format!("the public endpoints' certificate in namespace {namespace}"))?;
     config.public_certificate = Some(PublicCertificate {
         pem: made.issued.haproxy_pem(),
-        made_by_kstack: true,
     });
     Ok(Some(made))
 }
@@ -64,10 +63,9 @@ pub(crate) fn fill_example(config: &mut Config, note: bool) -> anyhow::Result<()
         return Ok(());
     }
     let host = config.globals.public_host().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
     let now = time::OffsetDateTime::now_utc();
     let ca = certs::new_ca(&config.globals.kubernetes_namespace, now)?;
-    let issued = certs::issue(&ca, host, now)?;
+    let issued = certs::issue(&ca, &host, now)?;
     if note {
         eprintln!(
             "note: haproxy.pem holds a certificate of a throw-away CA: `kstack deploy` makes the cloud's own from its CA in the cluster (or put yours in {})",
@@ -76,14 +74,13 @@ pub(crate) fn fill_example(config: &mut Config, note: bool) -> anyhow::Result<()
     }
     config.public_certificate = Some(PublicCertificate {
         pem: issued.haproxy_pem(),
-        made_by_kstack: true,
     });
     Ok(())
 }
 
 /// The CA certificates (PEM) a client of the public endpoints must trust besides the public
-/// roots: kstack's CA (from the cluster) when kstack made the certificate, and the
-/// operator's `kolla_admin_openrc_cacert` when set. Empty without TLS.
+/// roots, each with where it came from: the operator's `kolla_admin_openrc_cacert` when set,
+/// and kstack's CA ([`kstack_ca`]). Empty without TLS.
 pub(crate) async fn trusted_cas(
     config: &Config,
     kubeconfig: Option<&str>,
@@ -97,30 +94,44 @@ pub(crate) async fn trusted_cas(
             .with_context(|| format!("kolla_admin_openrc_cacert: reading {path}"))?;
         out.push((path.clone(), pem));
     }
-    if needs_made_certificate(config) {
-        let (client, _) = kstack_kube::counted_client(kubeconfig).await?;
-        let cluster = kstack_kube::KubeCluster::new(client);
+    if let Some(pem) = kstack_ca(config, kubeconfig).await? {
         let namespace = &config.globals.kubernetes_namespace;
-        let r = kstack_engine::ObjectRef::new("Secret", Some(namespace), certs::CA_SECRET);
-        let secret = cluster
-            .get(&r)
-            .await
-            .with_context(|| format!("reading Secret {} of namespace {namespace}", certs::CA_SECRET))?
-            .with_context(|| {
-                format!(
-                    "namespace {namespace} has no Secret {}: kstack makes its CA on the first deploy with kolla_enable_tls_external; deploy first",
-                    certs::CA_SECRET
-                )
-            })?;
-        let pem = certs::ca_certificate(&secret).with_context(|| {
-            format!(
-                "Secret {} of namespace {namespace} has no ca.crt",
-                certs::CA_SECRET
-            )
-        })?;
         out.push((format!("Secret {namespace}/{}", certs::CA_SECRET), pem));
     }
     Ok(out)
+}
+
+/// kstack's CA certificate (PEM) from the cluster, when kstack made the public endpoints'
+/// certificate ([`needs_made_certificate`]); an error naming what to do when the CA is not
+/// there yet.
+pub(crate) async fn kstack_ca(
+    config: &Config,
+    kubeconfig: Option<&str>,
+) -> anyhow::Result<Option<String>> {
+    if !needs_made_certificate(config) {
+        return Ok(None);
+    }
+    let (client, _) = kstack_kube::counted_client(kubeconfig).await?;
+    let cluster = kstack_kube::KubeCluster::new(client);
+    let namespace = &config.globals.kubernetes_namespace;
+    let r = kstack_engine::ObjectRef::new("Secret", Some(namespace), certs::CA_SECRET);
+    let secret = cluster
+        .get(&r)
+        .await
+        .with_context(|| format!("reading Secret {} of namespace {namespace}", certs::CA_SECRET))?
+        .with_context(|| {
+            format!(
+                "namespace {namespace} has no Secret {}: kstack makes its CA on the first deploy with kolla_enable_tls_external; deploy first",
+                certs::CA_SECRET
+            )
+        })?;
+    let pem = certs::ca_certificate(&secret).with_context(|| {
+        format!(
+            "Secret {} of namespace {namespace} has no ca.crt",
+            certs::CA_SECRET
+        )
+    })?;
+    Ok(Some(pem))
 }
 
 /// Writes kstack's CA certificate (public, mode 0644) as `ca.crt` in `dir`, replacing what is
@@ -140,34 +151,39 @@ pub(crate) struct CertificateStatus {
     pub problem: bool,
 }
 
-/// The state of the public endpoints' certificate, with TLS on them: the operator's (its
-/// expiry and names checked), or kstack's (`made`, read from the cluster: kept, or due for
-/// renewal by the next deploy).
+/// The state of the public endpoints' certificate, with TLS on them: the operator's, or the one
+/// kstack made and stored (`made`, read from the cluster), which the gateway serves; its expiry
+/// and names checked, and whether the next deploy renews it.
 pub(crate) fn certificate_status(
     config: &Config,
     made: Option<&certs::PublicCertificate>,
 ) -> Option<CertificateStatus> {
-    let cert = config.public_certificate.as_ref()?;
-    let host = config.globals.public_host().unwrap_or_default();
-    let now = time::OffsetDateTime::now_utc();
-    if let Some(why) = made.and_then(|m| m.renewed.as_deref()) {
+    let (whose, pem) = match made {
+        Some(m) => ("kstack's CA", m.stored.as_deref()),
+        None => (
+            kstack_config::PUBLIC_CERTIFICATE_FILE,
+            Some(config.public_certificate.as_ref()?.pem.as_str()),
+        ),
+    };
+    let Some(pem) = pem else {
         return Some(CertificateStatus {
             line: format!(
-                "public certificate (kstack's CA): the next `kstack deploy` makes a new one: {why}"
+                "public certificate ({whose}): none yet; the next `kstack deploy` makes it"
             ),
             problem: false,
         });
-    }
-    let whose = if cert.made_by_kstack {
-        "kstack's CA".to_owned()
-    } else {
-        kstack_config::PUBLIC_CERTIFICATE_FILE.to_owned()
     };
-    let facts = match certs::inspect(&cert.pem) {
+    let renewal = made
+        .and_then(|m| m.renewed.as_deref())
+        .map(|why| format!("; the next `kstack deploy` renews it: {why}"))
+        .unwrap_or_default();
+    let host = config.globals.public_host().unwrap_or_default();
+    let now = time::OffsetDateTime::now_utc();
+    let facts = match certs::inspect(pem) {
         Ok(f) => f,
         Err(e) => {
             return Some(CertificateStatus {
-                line: format!("public certificate ({whose}): {e}"),
+                line: format!("public certificate ({whose}): {e}{renewal}"),
                 problem: true,
             });
         }
@@ -201,7 +217,7 @@ pub(crate) fn certificate_status(
         )
     };
     Some(CertificateStatus {
-        line: format!("public certificate ({whose}): {state}"),
+        line: format!("public certificate ({whose}): {state}{renewal}"),
         problem,
     })
 }
@@ -211,9 +227,11 @@ mod tests {
     use super::*;
     use kstack_model::globals::Globals;
 
-    fn config(host: &str, pem: Option<String>, made_by_kstack: bool) -> Config {
+    const HOST: &str = "cloud.example.com";
+
+    fn config(pem: Option<String>) -> Config {
         let vars = serde_json::json!({
-            "kolla_external_fqdn": host,
+            "kolla_external_fqdn": HOST,
             "kolla_enable_tls_external": "yes",
         });
         let serde_json::Value::Object(m) = vars else {
@@ -223,10 +241,7 @@ mod tests {
             Globals::from_vars(&m.into_iter().collect()).unwrap(),
             &[],
         );
-        c.public_certificate = pem.map(|pem| PublicCertificate {
-            pem,
-            made_by_kstack,
-        });
+        c.public_certificate = pem.map(|pem| PublicCertificate { pem });
         c
     }
 
@@ -236,47 +251,78 @@ mod tests {
         certs::issue(&ca, host, then).unwrap().haproxy_pem()
     }
 
+    /// What a read of the cluster gives: `stored` in the Secret, due for renewal or not.
+    fn made(stored: Option<String>, renewed: Option<&str>) -> certs::PublicCertificate {
+        let now = time::OffsetDateTime::now_utc();
+        let ca = certs::new_ca("openstack", now).unwrap();
+        certs::PublicCertificate {
+            issued: certs::issue(&ca, HOST, now).unwrap(),
+            ca_pem: ca.cert_pem,
+            renewed: renewed.map(str::to_owned),
+            stored,
+        }
+    }
+
     #[test]
     fn status_says_until_when_and_flags_expired_or_wrong_certificates() {
-        let host = "cloud.example.com";
-        let ok = certificate_status(&config(host, Some(pem(host, 0)), false), None).unwrap();
+        let status = |pem: String| certificate_status(&config(Some(pem)), None).unwrap();
+        let ok = status(pem(HOST, 0));
         assert!(!ok.problem);
         assert!(
             ok.line.starts_with(&format!(
-                "public certificate (certificates/haproxy.pem): valid for {host} until"
+                "public certificate (certificates/haproxy.pem): valid for {HOST} until"
             )),
             "{}",
             ok.line
         );
-        let soon = certificate_status(&config(host, Some(pem(host, 350)), false), None).unwrap();
+        let soon = status(pem(HOST, 350));
         assert!(!soon.problem);
         assert!(soon.line.contains("renew it soon"), "{}", soon.line);
-        let expired = certificate_status(&config(host, Some(pem(host, 400)), false), None).unwrap();
+        let expired = status(pem(HOST, 400));
         assert!(expired.problem);
         assert!(expired.line.contains("EXPIRED"), "{}", expired.line);
-        let wrong =
-            certificate_status(&config(host, Some(pem("other.example.com", 0)), true), None)
-                .unwrap();
+        let wrong = status(pem("other.example.com", 0));
         assert!(wrong.problem);
+        assert!(wrong.line.contains("WRONG HOST"), "{}", wrong.line);
+        // Without a certificate of the operator's and none made: nothing to say.
+        assert!(certificate_status(&config(None), None).is_none());
+    }
+
+    #[test]
+    fn status_judges_the_certificate_kstack_stored_not_the_one_a_deploy_would_make() {
+        // Expired in the Secret: a problem now, though the next deploy renews it.
+        let c = config(None);
+        let expired = certificate_status(
+            &c,
+            Some(&made(Some(pem(HOST, 400)), Some("it expires in -35 days"))),
+        )
+        .unwrap();
+        assert!(expired.problem);
         assert!(
-            wrong
+            expired
                 .line
-                .starts_with("public certificate (kstack's CA): WRONG HOST"),
+                .starts_with("public certificate (kstack's CA): EXPIRED")
+                && expired
+                    .line
+                    .ends_with("; the next `kstack deploy` renews it: it expires in -35 days"),
             "{}",
-            wrong.line
+            expired.line
         );
-        // Without TLS, or without a certificate yet, nothing to say.
-        assert!(certificate_status(&config(host, None, true), None).is_none());
+        let kept = certificate_status(&c, Some(&made(Some(pem(HOST, 0)), None))).unwrap();
+        assert!(!kept.problem);
+        assert!(
+            kept.line.contains("valid for cloud.example.com until"),
+            "{}",
+            kept.line
+        );
+        let none = certificate_status(&c, Some(&made(None, Some("there is none yet")))).unwrap();
+        assert!(!none.problem);
+        assert!(none.line.contains("none yet"), "{}", none.line);
     }
 
     #[test]
     fn only_tls_with_a_gateway_and_no_operator_certificate_needs_kstacks() {
-        let host = "cloud.example.com";
-        assert!(needs_made_certificate(&config(host, None, true)));
-        assert!(!needs_made_certificate(&config(
-            host,
-            Some(pem(host, 0)),
-            false
-        )));
+        assert!(needs_made_certificate(&config(None)));
+        assert!(!needs_made_certificate(&config(Some(pem(HOST, 0)))));
     }
 }

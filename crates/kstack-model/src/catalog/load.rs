@@ -230,25 +230,24 @@ impl Catalog {
     }
 
     /// The number of `service`'s port named `name`, when the catalog declares it.
-    /// The port of `service`'s public endpoint named `name` on the public address: its
-    /// `public_tls_port` with TLS on the public endpoints, else its number.
-    pub fn public_port(&self, service: &str, name: &str, tls: bool) -> Option<u16> {
-        let p = self
-            .services
-            .get(service)?
-            .ports
-            .iter()
-            .find(|p| p.name == name)?;
-        Some(p.public_tls_port.filter(|_| tls).unwrap_or(p.port))
-    }
-
-    pub fn port(&self, service: &str, name: &str) -> Option<u16> {
+    /// `service`'s port named `name`.
+    fn find_port(&self, service: &str, name: &str) -> Option<&Port> {
         self.services
             .get(service)?
             .ports
             .iter()
             .find(|p| p.name == name)
-            .map(|p| p.port)
+    }
+
+    /// The port of `service`'s public endpoint named `name` on the public address: its
+    /// `public_tls_port` with TLS on the public endpoints, else its number.
+    pub fn public_port(&self, service: &str, name: &str, tls: bool) -> Option<u16> {
+        let p = self.find_port(service, name)?;
+        Some(p.public_tls_port.filter(|_| tls).unwrap_or(p.port))
+    }
+
+    pub fn port(&self, service: &str, name: &str) -> Option<u16> {
+        self.find_port(service, name).map(|p| p.port)
     }
 
     /// What is wrong with one `install_after` entry of `service`, if anything.

@@ -42,8 +42,6 @@ pub struct PublicFrontend {
     /// The port on the public address: the catalog port's `public_tls_port` with TLS, else its
     /// number.
     pub port: u16,
-    /// HTTPS with the public certificate (`kolla_enable_tls_external`).
-    pub tls: bool,
     /// With TLS, the plain port that answers with a redirect to `https://` (Horizon's 80).
     pub redirect_from: Option<u16>,
     /// Where the gateway passes requests on: the service's address for `target`.
@@ -74,12 +72,10 @@ pub fn public_frontends(config: &Config, target: Target) -> Vec<PublicFrontend> 
             continue;
         }
         for p in s.ports.iter().filter(|p| p.public) {
-            let tls = g.tls.external;
-            let tls_port = p.public_tls_port.filter(|_| tls);
+            let tls_port = p.public_tls_port.filter(|_| g.tls.external);
             out.push(PublicFrontend {
                 name: format!("{name}-{}", p.name),
                 port: tls_port.unwrap_or(p.port),
-                tls,
                 redirect_from: tls_port.map(|_| p.port),
                 backend: format!("{}:{}", target.host(g, name, None), p.port),
                 tunnel: name == "nova-novncproxy",
