@@ -24,18 +24,31 @@ tests() {
   return 1
 }
 
-# Each `phase` line starts a phase; at exit, pass or fail, a table of the phases and their times.
-phase_names=() phase_starts=()
-phase() { echo "== $*"; phase_names+=("$*"); phase_starts+=("$SECONDS"); }
+# Each `phase` line starts a phase; at exit, pass or fail, a table of the phases and their times
+# and of the disk: free space at each phase's start, and the least free space seen during it (a
+# sampler every 10 s). A full disk makes the real node's kubelet delete images, the pause image
+# among them (containerd 1.6 does not pin it), so a run that ran short of disk says so here.
+phase_names=() phase_starts=() phase_free=()
+disk_log=$(mktemp -t kstack-disk.XXXXXX.log)
+free_mib() { df -Pm "$HOME" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+( while sleep 10; do echo "$SECONDS $(free_mib)"; done >>"$disk_log" ) &
+disk_pid=$!
+phase() { echo "== $*"; phase_names+=("$*"); phase_starts+=("$SECONDS"); phase_free+=("$(free_mib)"); }
 phases() {
-  local i n=${#phase_names[@]} end
+  local i n=${#phase_names[@]} end least
+  kill "$disk_pid" 2>/dev/null || true
   [ "$n" -gt 0 ] || return 0
-  echo "== phases (seconds taken, seconds from the start)"
+  echo "== phases (seconds taken, seconds from the start, GiB free at the start, least GiB free during)"
   for ((i = 0; i < n; i++)); do
     end=$SECONDS; [ $((i + 1)) -lt "$n" ] && end=${phase_starts[$((i + 1))]}
-    printf '%6ds  %6ds  %s\n' "$((end - phase_starts[i]))" "$end" "${phase_names[$i]}"
+    least=$(awk -v a="${phase_starts[$i]}" -v b="$end" -v f="${phase_free[$i]}" \
+      'BEGIN { m = f } $1 >= a && $1 <= b && $2 < m { m = $2 } END { printf "%.1f", m / 1024 }' "$disk_log")
+    printf '%6ds  %6ds  %6.1f  %6s  %s\n' "$((end - phase_starts[i]))" "$end" \
+      "$(awk -v f="${phase_free[$i]}" 'BEGIN { printf "%.1f", f / 1024 }')" "$least" "${phase_names[$i]}"
   done
   printf '%6ds  total\n' "$SECONDS"
+  echo "== disk at the end: $(df -h "$HOME" | awk 'NR == 2 { print $3 " used, " $4 " free of " $2 }')"
+  du -sh "$HOME/.cache/kstack"/* 2>/dev/null | sort -h | tail -n 8 | sed 's/^/   /'
 }
 
 # The cloud's images (cached by their inputs) build in the background while the compilers run:
