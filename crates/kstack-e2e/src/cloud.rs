@@ -134,7 +134,14 @@ impl Cloud {
 
     /// `kstack deploy -o json`: exit code and the report.
     pub async fn deploy(&self) -> anyhow::Result<(i32, Value, String)> {
-        let out = self.run(&["deploy", "-o", "json"]).await?;
+        self.deploy_with(&[]).await
+    }
+
+    /// `kstack deploy -o json EXTRA`: exit code and the report.
+    pub async fn deploy_with(&self, extra: &[&str]) -> anyhow::Result<(i32, Value, String)> {
+        let mut args = vec!["deploy", "-o", "json"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args).await?;
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let report: Value = serde_json::from_slice(&out.stdout)
             .with_context(|| format!("deploy printed no report; stderr:\n{stderr}"))?;

@@ -1,6 +1,8 @@
 //! Lifecycle on the real local control plane, each test in a namespace of its own:
 //! - a reconfigure of one option of one service replaces only that service's pods, and a
 //!   manual rollback restores the previous generation, listed by `kstack history`;
+//! - an upgrade stops before it changes anything when its backup of the databases fails (the
+//!   simulated pods run no command; the other upgrades here pass `--no-backup`);
 //! - an upgrade of every service to a new release tag runs the expand migrations before the
 //!   new pods and the contract migrations after every service is healthy, while no API service
 //!   ever has zero ready endpoints (watched on EndpointSlices); a rollback across the contract
@@ -205,7 +207,23 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
         );
     }
     cloud.set_globals(&format!("{SMALL}{labels}openstack_release: \"{NEW}\"\n"))?;
-    let (code, report, stderr) = cloud.deploy().await?;
+    // An upgrade backs up the databases first; simulated pods run no command, so the backup
+    // fails, and the deploy stops before it changes anything.
+    let out = cloud.run(&["deploy", "-o", "json"]).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the backup before the upgrade failed")
+            && stderr.contains("nothing deployed"),
+        "{stderr}"
+    );
+    assert_eq!(
+        workloads(&cloud).await?,
+        before,
+        "a failed backup changed workloads"
+    );
+    // `--no-backup` upgrades without one (the real-node test checks the backup).
+    let (code, report, stderr) = cloud.deploy_with(&["--no-backup"]).await?;
     assert_eq!(code, 0, "upgrade failed:\n{stderr}");
     assert_eq!(report["succeeded"], true);
     let end = watch.snapshot();
@@ -319,7 +337,7 @@ async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_a
     cloud.set_globals(&format!(
         "{SMALL}openstack_release: \"{NEW}\"\nkstack_pod_labels:\n  keystone: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  keystone: 15\n"
     ))?;
-    let (code, report, stderr) = cloud.deploy().await?;
+    let (code, report, stderr) = cloud.deploy_with(&["--no-backup"]).await?;
     let seen = watch.snapshot();
     drop(watch);
     assert_eq!(code, 3, "{stderr}");
@@ -386,7 +404,7 @@ async fn a_statefulset_upgrade_that_never_becomes_ready_is_rolled_back_too() -> 
     cloud.set_globals(&format!(
         "{small}memcached_tag: \"{NEW}-broken\"\nkstack_pod_labels:\n  memcached: {{kstack.io/dev-ready: never}}\nkstack_timeouts:\n  memcached: 15\n"
     ))?;
-    let (code, report, stderr) = cloud.deploy().await?;
+    let (code, report, stderr) = cloud.deploy_with(&["--no-backup"]).await?;
     assert_eq!(code, 3, "{stderr}");
     let failure = &report["failures"][0];
     assert_eq!(failure["service"], "memcached", "{report}");
@@ -430,7 +448,7 @@ async fn replicated_infrastructure_keeps_every_service_ready_through_an_upgrade_
     cloud.set_globals(&format!(
         "{SMALL}{replicated}openstack_release: \"{NEW}\"\n"
     ))?;
-    let (code, report, stderr) = cloud.deploy().await?;
+    let (code, report, stderr) = cloud.deploy_with(&["--no-backup"]).await?;
     assert_eq!(code, 0, "upgrade failed:\n{stderr}");
     assert_eq!(report["succeeded"], true);
     let end = watch.snapshot();

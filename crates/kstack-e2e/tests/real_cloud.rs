@@ -194,6 +194,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     central_logging_holds_what_keystone_logged(&cloud, &client).await?;
+    backup_and_restore_bring_back_the_databases(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await?;
     the_public_certificate_renews_without_a_failed_request(&cloud, &client).await?;
     service_records_are_those_of_running_services(&cloud, &client).await
@@ -992,6 +993,16 @@ async fn upgrade_without_a_failed_request(
     let load = load.await?;
     let public_load = public_load.await?;
     assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
+    // Before it changed anything, the deploy backed up the databases (into backups/ of the
+    // config directory), under the same load.
+    let backup = report["backup"]
+        .as_str()
+        .with_context(|| format!("the upgrade's report names no backup: {report}"))?;
+    assert!(
+        std::path::Path::new(backup).starts_with(cloud.dir.path().join("backups"))
+            && std::path::Path::new(backup).join("backup.json").is_file(),
+        "{backup}"
+    );
 
     // `kstack logs -f`, started before the upgrade, printed the lines of keystone's new pods.
     follow.start_kill()?;
@@ -1048,6 +1059,243 @@ async fn upgrade_without_a_failed_request(
     eprintln!(
         "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed; {} rounds through the public endpoints, 0 failed",
         report["seconds"], load.rounds, public_load.rounds
+    );
+    Ok(())
+}
+
+/// `kstack backup` while a user works (no request fails), then `kstack restore`: a project
+/// deleted after the backup is back with its id, one made after it is gone, and Keystone
+/// serves the restored rows at once (the restore emptied its cache). A restore without
+/// `--yes` and one of a damaged backup change nothing.
+async fn backup_and_restore_bring_back_the_databases(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    let password = admin_password(cloud)?;
+    let apis = Apis::of(client, &cloud.ns.name).await?;
+    let keystone = apis.keystone.clone();
+    let http = reqwest::Client::new();
+    let token = admin_token(&http, &keystone, &password).await?;
+    let project = |name: &str| {
+        let (http, keystone, token) = (http.clone(), keystone.clone(), token.clone());
+        let name = name.to_owned();
+        async move {
+            let r = http
+                .post(format!("{keystone}/v3/projects"))
+                .header("x-auth-token", &token)
+                .json(&serde_json::json!({"project": {"name": name, "domain_id": "default"}}))
+                .send()
+                .await?;
+            anyhow::ensure!(
+                r.status().is_success(),
+                "project create: HTTP {}",
+                r.status()
+            );
+            let v: Value = r.json().await?;
+            v["project"]["id"]
+                .as_str()
+                .map(str::to_owned)
+                .context("no project id")
+        }
+    };
+    // The ids of the projects named `name` (a list reads the database: Keystone caches
+    // single projects, not lists).
+    let named = |name: &str| {
+        let (http, keystone, token) = (http.clone(), keystone.clone(), token.clone());
+        let name = name.to_owned();
+        async move {
+            let r = http
+                .get(format!("{keystone}/v3/projects?name={name}"))
+                .header("x-auth-token", &token)
+                .send()
+                .await?;
+            anyhow::ensure!(r.status().is_success(), "project list: HTTP {}", r.status());
+            let v: Value = r.json().await?;
+            anyhow::Ok(
+                v["projects"]
+                    .as_array()
+                    .context("projects")?
+                    .iter()
+                    .filter_map(|p| p["id"].as_str().map(str::to_owned))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let before = project("kstack-backup-before").await?;
+
+    // The backup, while a user works.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(user_load(apis.clone(), password.clone(), stop.clone()));
+    let started = std::time::Instant::now();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let backups = tempfile::tempdir()?;
+    let out = cloud
+        .run(&[
+            "backup",
+            "-o",
+            &backups.path().display().to_string(),
+            "--json",
+        ])
+        .await?;
+    // Enough rounds around the backup to judge (the load's check wants 20).
+    let least = std::time::Duration::from_secs(15);
+    tokio::time::sleep(
+        least
+            .saturating_sub(started.elapsed())
+            .max(std::time::Duration::from_secs(3)),
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let load = load.await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "kstack backup failed:\n{stdout}\n{stderr}"
+    );
+    load.assert_clean("during kstack backup");
+    let manifest: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("kstack backup --json printed no manifest: {stdout}"))?;
+    let databases: Vec<&str> = manifest["databases"]
+        .as_array()
+        .context("databases")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for db in [
+        "keystone",
+        "glance",
+        "nova",
+        "nova_api",
+        "nova_cell0",
+        "neutron",
+        "placement",
+        "cinder",
+        "heat",
+    ] {
+        assert!(
+            databases.contains(&db),
+            "database {db} is not in the backup: {manifest}"
+        );
+    }
+    for db in ["mysql", "information_schema", "performance_schema", "sys"] {
+        assert!(
+            !databases.contains(&db),
+            "MariaDB's own {db} is in the backup: {manifest}"
+        );
+    }
+    // One directory per backup, readable by its owner only, and no password printed.
+    let entries: Vec<_> = std::fs::read_dir(backups.path())?.collect::<Result<_, _>>()?;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let dir = entries[0].path();
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&dir)?.permissions().mode() & 0o777, 0o700);
+    for f in ["backup.json", "databases.sql.gz"] {
+        assert_eq!(
+            std::fs::metadata(dir.join(f))?.permissions().mode() & 0o777,
+            0o600,
+            "{f}"
+        );
+    }
+    for key in [
+        "database_password",
+        "keystone_admin_password",
+        "nova_database_password",
+    ] {
+        let secret = support::password(cloud, key)?;
+        assert!(
+            !stdout.contains(&secret) && !stderr.contains(&secret),
+            "kstack backup printed {key}"
+        );
+    }
+    eprintln!(
+        "kstack backup under a user's load: {} databases, {} bytes compressed, {} s; {} rounds of the user's calls, 0 failed",
+        databases.len(),
+        manifest["dump"]["bytes"],
+        manifest["seconds"],
+        load.rounds
+    );
+
+    // After the backup: `before` deleted, `after` made.
+    let r = http
+        .delete(format!("{keystone}/v3/projects/{before}"))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    assert!(
+        r.status().is_success(),
+        "project delete: HTTP {}",
+        r.status()
+    );
+    let after = project("kstack-backup-after").await?;
+    let dir_arg = dir.display().to_string();
+
+    // Without --yes: checked, nothing changed.
+    let out = cloud.run(&["restore", &dir_arg]).await?;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert_eq!(named("kstack-backup-after").await?, vec![after.clone()]);
+    // A damaged copy: refused before anything is touched.
+    let damaged = tempfile::tempdir()?;
+    for f in ["backup.json", "databases.sql.gz"] {
+        std::fs::copy(dir.join(f), damaged.path().join(f))?;
+    }
+    let dump = damaged.path().join("databases.sql.gz");
+    let mut bytes = std::fs::read(&dump)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&dump, bytes)?;
+    let out = cloud
+        .run(&["restore", &damaged.path().display().to_string(), "--yes"])
+        .await?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("damaged") && said.contains("nothing restored"),
+        "{said}"
+    );
+    assert_eq!(named("kstack-backup-after").await?, vec![after.clone()]);
+
+    // The restore.
+    let out = cloud.run(&["restore", &dir_arg, "--yes"]).await?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kstack restore failed:\n{said}");
+    assert_eq!(
+        named("kstack-backup-before").await?,
+        vec![before.clone()],
+        "{said}"
+    );
+    assert!(named("kstack-backup-after").await?.is_empty(), "{said}");
+    // Keystone serves the restored project itself (its cache was emptied), and new tokens.
+    let token = admin_token(&http, &keystone, &password).await?;
+    let r = http
+        .get(format!("{keystone}/v3/projects/{before}"))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    assert!(
+        r.status().is_success(),
+        "the restored project: HTTP {}",
+        r.status()
+    );
+    let r = http
+        .delete(format!("{keystone}/v3/projects/{before}"))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    assert!(
+        r.status().is_success(),
+        "project delete: HTTP {}",
+        r.status()
+    );
+    eprintln!(
+        "kstack restore: {}",
+        said.lines().last().unwrap_or_default()
     );
     Ok(())
 }

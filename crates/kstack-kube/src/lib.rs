@@ -2,6 +2,7 @@
 //!
 //! Everything else describes what it wants in plain values; this crate turns that into API calls
 //! with kube-rs.
+pub mod backup;
 pub mod cloud;
 pub mod cluster;
 pub mod lock;
@@ -13,8 +14,9 @@ pub use cluster::{KubeCluster, RequestCounter, RequestCounts, counted_client};
 pub use logs::{LogLine, LogSelection, PodLog, StoredLine, log_lines, pod_logs, stored_lines};
 pub use services::service_addresses;
 
+pub use kube::Client;
+use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 
 /// Errors from talking to the API server.
 #[derive(Debug, thiserror::Error)]

@@ -23,6 +23,7 @@ use kstack_kube::{KubeCluster, RequestCounts};
 use kstack_render::{Rendered, kubernetes};
 use serde::Serialize;
 
+use super::writer::{Writer, under_lock};
 use crate::exit::Exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,7 +49,7 @@ pub enum DeployCommand {
     /// Deploy the cloud: apply config, run bootstrap Jobs and roll out every enabled service in
     /// dependency order, each step gated on real health; prune disabled services.
     #[command(
-        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nOne deploy or rollback writes to a cloud at a time: a second one waits for the deploy lock\n(a Lease in the cloud's namespace), or with --no-wait fails at once. An API server that\ngoes away is waited for (--api-outage, default 120s).\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start),\n75 --no-wait and another writer holds the lock, 130 interrupted;\n--target compose: 3 no Docker engine answered or an image is missing (nothing started),\nor a container did not become healthy in time or a task failed."
+        after_help = "Examples:\n  kstack deploy --config-dir ./mycloud\n  kstack deploy --serial --timeout 300\n  kstack deploy -o json > report.json\n  kstack deploy --target compose --compose-dir /srv/cloud   # one node, Docker Compose\n\nServices run in parallel as far as the dependency graph allows; a service starts once\neverything it depends on is healthy. A second deploy of unchanged input changes nothing.\nOne deploy or rollback writes to a cloud at a time: a second one waits for the deploy lock\n(a Lease in the cloud's namespace), or with --no-wait fails at once. An API server that\ngoes away is waited for (--api-outage, default 120s). Before an upgrade (new images of a\ndeployed service) the databases are backed up into backups/ of the config directory\n(--backup-dir DIR; --no-backup skips it; a failed backup stops the deploy before it changes anything).\nExit codes: 0 every service healthy, 1 cluster or IO failure, 2 invalid config,\n3 a step failed (which service, which condition, what the pods say, what did not start),\n75 --no-wait and another writer holds the lock, 130 interrupted;\n--target compose: 3 no Docker engine answered or an image is missing (nothing started),\nor a container did not become healthy in time or a task failed."
     )]
     Deploy(DeployArgs),
     /// Show what `kstack deploy` would create, change, leave and prune (changes nothing).
@@ -139,6 +140,13 @@ pub struct DeployArgs {
     /// Without this flag a deploy renews it 30 days before it expires.
     #[arg(long)]
     pub renew_certificate: bool,
+    /// Upgrade without the backup of the databases a deploy takes first when it upgrades a
+    /// service.
+    #[arg(long)]
+    pub no_backup: bool,
+    /// Where the backup before an upgrade goes (default: `backups/` in the config directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_backup")]
+    pub backup_dir: Option<std::path::PathBuf>,
     /// Report format on stdout.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Output,
@@ -297,6 +305,9 @@ struct DeployOutput<'a> {
     #[serde(flatten)]
     report: &'a Report,
     api_requests: RequestCounts,
+    /// The backup of the databases taken before an upgrade.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backup: Option<String>,
 }
 
 async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
@@ -312,124 +323,6 @@ async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyho
     .await
 }
 
-/// The commands that write to a cloud, one at a time, under its deploy lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writer {
-    Deploy,
-    Rollback,
-}
-
-impl Writer {
-    fn command(self) -> &'static str {
-        match self {
-            Writer::Deploy => "deploy",
-            Writer::Rollback => "rollback",
-        }
-    }
-
-    /// Why the writer stopped when another writer took the lock over (`by`).
-    fn lost(self, by: &dyn std::fmt::Display) -> String {
-        let then = match self {
-            Writer::Deploy => "; run `kstack deploy` again (it converges)",
-            Writer::Rollback => "",
-        };
-        format!(
-            "the deploy lock was taken over by {by} while this {} could not renew it: stopped{then}",
-            self.command()
-        )
-    }
-
-    /// What the writer says when Ctrl-C stopped it.
-    fn interrupted(self) -> &'static str {
-        match self {
-            Writer::Deploy => "interrupted: stopped; run `kstack deploy` again (it converges)",
-            Writer::Rollback => "interrupted: stopped; `kstack status` shows where the service is",
-        }
-    }
-}
-
-/// Runs `work` holding the cloud's deploy lock for `writer` ([`take_lock`]; `work` is given
-/// how long the lock was waited for), and stops it when the lock is taken over (an error,
-/// exit 1) or on Ctrl-C (exit 130). The lock is released however `work` ends; when it cannot
-/// be taken, the exit code says why and `work` never runs.
-async fn under_lock<F, Fut>(
-    writer: Writer,
-    target: &Target,
-    config: &Config,
-    rendered: &Rendered,
-    no_wait: bool,
-    work: F,
-) -> anyhow::Result<Exit>
-where
-    F: FnOnce(Duration) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Exit>>,
-{
-    let command = writer.command();
-    let lock = match take_lock(target, config, rendered, command, no_wait).await? {
-        Ok(l) => l,
-        Err(code) => return Ok(code),
-    };
-    let result = tokio::select! {
-        r = work(lock.waited) => r,
-        by = lock.lost() => Err(anyhow::anyhow!(writer.lost(&by))),
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("{}", writer.interrupted());
-            Ok(Exit::Interrupted)
-        }
-    };
-    lock.release().await;
-    result
-}
-
-/// Takes the cloud's deploy lock for `command`: creates the namespace first if it does not
-/// exist (the Lease lives in it), waits for another writer unless `no_wait`, printing whom it
-/// waits for. `Err(code)` when refused.
-async fn take_lock(
-    target: &Target,
-    config: &Config,
-    rendered: &Rendered,
-    command: &str,
-    no_wait: bool,
-) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, Exit>> {
-    use kstack_engine::Cluster as _;
-    // A client of its own: the lock's requests are not the deploy's (its report counts those).
-    let client = kstack_kube::client(target.kubeconfig.as_deref()).await?;
-    let namespace = &config.globals.kubernetes_namespace;
-    let ns_ref = ObjectRef::new("Namespace", None, namespace);
-    let cluster = KubeCluster::new(client.clone());
-    if cluster
-        .get(&ns_ref)
-        .await
-        .with_context(|| format!("reading namespace {namespace}"))?
-        .is_none()
-    {
-        let manifest = rendered
-            .objects
-            .iter()
-            .map(|o| o.to_json_value())
-            .find(|m| ObjectRef::of(m) == ns_ref)
-            .with_context(|| format!("the rendered cloud has no namespace {namespace}"))?;
-        cluster
-            .apply(&manifest)
-            .await
-            .with_context(|| format!("creating namespace {namespace}"))?;
-    }
-    let identity = kstack_kube::lock::identity(command);
-    let on_wait = |h: &kstack_kube::lock::Holder| {
-        eprintln!(
-            "waiting for the deploy lock of namespace {namespace}: held by {h} (--no-wait fails at once instead)"
-        );
-    };
-    match kstack_kube::lock::acquire(client, namespace, &identity, !no_wait, &on_wait).await {
-        Ok(l) => Ok(Ok(l)),
-        Err(e @ kstack_kube::lock::LockError::Held { .. }) => {
-            eprintln!("kstack {command}: {e}");
-            Ok(Err(Exit::Locked))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 async fn deploy_locked(
     args: &DeployArgs,
     config: &Config,
@@ -438,6 +331,22 @@ async fn deploy_locked(
 ) -> anyhow::Result<Exit> {
     let timeouts = timeouts(config, args.timeout);
     let c = connect(&args.target, config, rendered, &timeouts).await?;
+    let backup = match super::backup::before_upgrade(
+        (args.no_backup, args.backup_dir.as_deref()),
+        &args.target,
+        config,
+        &c.plan,
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!(
+                "error: the backup before the upgrade failed: {e:#}\nnothing deployed; `kstack deploy --no-backup` upgrades without one"
+            );
+            return Ok(Exit::Failed);
+        }
+    };
     let started = Instant::now();
     let progress = Progress::new(&c.plan, std::io::stderr().is_terminal());
     let options = Options {
@@ -472,6 +381,7 @@ async fn deploy_locked(
         objects: c.plan.objects.len(),
         report: &report,
         api_requests: c.counter.counts(),
+        backup: backup.as_ref().map(|p| p.display().to_string()),
     };
     match args.output {
         Output::Table => {
@@ -954,30 +864,5 @@ impl<'a> Progress<'a> {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Writer;
-
-    #[test]
-    fn a_stopped_writer_says_why_and_what_to_do_next() {
-        assert_eq!(
-            Writer::Deploy.lost(&"kstack deploy on host-a (pid 42)"),
-            "the deploy lock was taken over by kstack deploy on host-a (pid 42) while this deploy could not renew it: stopped; run `kstack deploy` again (it converges)"
-        );
-        assert_eq!(
-            Writer::Rollback.lost(&"kstack deploy on host-a (pid 42)"),
-            "the deploy lock was taken over by kstack deploy on host-a (pid 42) while this rollback could not renew it: stopped"
-        );
-        assert_eq!(
-            Writer::Deploy.interrupted(),
-            "interrupted: stopped; run `kstack deploy` again (it converges)"
-        );
-        assert_eq!(
-            Writer::Rollback.interrupted(),
-            "interrupted: stopped; `kstack status` shows where the service is"
-        );
     }
 }

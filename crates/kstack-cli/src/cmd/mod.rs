@@ -9,6 +9,7 @@ use kstack_config::{Config, Diag};
 
 use crate::exit::Exit;
 
+pub mod backup;
 pub mod catalog;
 pub mod compose;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod openrc;
 pub mod template;
 pub(crate) mod tls;
 pub mod verify;
+mod writer;
 
 /// Bad input files (config directory, catalog file): `main` exits with [`Exit::BadInput`] for
 /// this error.
@@ -77,6 +79,12 @@ pub enum Command {
     /// Print what every pod and container of a service writes (its bootstrap Jobs' with
     /// --jobs), passwords hidden; -f follows.
     Logs(logs::Args),
+    /// Back up the cloud's databases into a directory while the cloud serves (one transaction
+    /// on a ready MariaDB server).
+    Backup(backup::BackupArgs),
+    /// Load a backup of `kstack backup` back into the cloud's databases (checked whole first;
+    /// needs --yes).
+    Restore(backup::RestoreArgs),
 }
 
 impl Command {
@@ -104,6 +112,8 @@ impl Command {
             Command::Deploy(D::Rollback(a)) => &mut a.target,
             Command::Verify(a) => &mut a.target,
             Command::Logs(a) => &mut a.target,
+            Command::Backup(a) => &mut a.target,
+            Command::Restore(a) => &mut a.target,
         };
         target.config.config_dir = dir.to_owned();
         target.kubeconfig = globals.kubeconfig.clone();
@@ -122,6 +132,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Deploy(command) => deploy::run(command)?,
         Command::Verify(args) => verify::run(args)?,
         Command::Logs(args) => logs::run(args)?,
+        Command::Backup(args) => backup::run_backup(args)?,
+        Command::Restore(args) => backup::run_restore(args)?,
     };
     Ok(exit.into())
 }
