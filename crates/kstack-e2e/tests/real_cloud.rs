@@ -1065,7 +1065,7 @@ async fn upgrade_without_a_failed_request(
 
 /// `kstack backup` while a user works (no request fails), then `kstack restore`: a project
 /// deleted after the backup is back with its id, one made after it is gone, and Keystone
-/// serves the restored rows at once (the restore emptied its cache). A restore without
+/// serves the restored project by id and issues tokens. A restore without
 /// `--yes` and one of a damaged backup change nothing.
 async fn backup_and_restore_bring_back_the_databases(
     cloud: &Cloud,
@@ -1271,7 +1271,7 @@ async fn backup_and_restore_bring_back_the_databases(
         "{said}"
     );
     assert!(named("kstack-backup-after").await?.is_empty(), "{said}");
-    // Keystone serves the restored project itself (its cache was emptied), and new tokens.
+    // Keystone serves the restored project by id, and new tokens.
     let token = admin_token(&http, &keystone, &password).await?;
     let r = http
         .get(format!("{keystone}/v3/projects/{before}"))

@@ -271,8 +271,17 @@ async fn run(
         stdin.shutdown().await
     };
     let drain = async {
-        tokio::io::copy(&mut stdout, out).await?;
-        out.flush().await
+        let written = async {
+            tokio::io::copy(&mut stdout, &mut *out).await?;
+            out.flush().await
+        }
+        .await;
+        // Output that cannot be written (a full disk) is still read to its end, so the command
+        // finishes and says how it ended instead of waiting for a reader.
+        if written.is_err() {
+            let _ = tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await;
+        }
+        written
     };
     let errors = async {
         // Enough of what the command says for an error message.
@@ -304,7 +313,7 @@ async fn run(
         }
         None => {
             return Err(fail(format!(
-                "the connection closed without an exit status {errors}"
+                "the connection closed without an exit status: {errors}"
             )));
         }
     }
