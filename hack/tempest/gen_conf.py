@@ -580,10 +580,14 @@ def main():
                 configs, "ml2_conf.ini", "ml2", "mechanism_drivers", "openvswitch") or "") else None,
             firewall_driver=firewall_driver,
             specify_floating_ip_address_available=True)
+    # ssh_timeout: a guest under QEMU TCG on two cores, with both tempest workers booting
+    # guests, normally answers SSH within a minute or two; on a slow CI machine a server of
+    # ServerActionsTestJSON once did not within 300 s (tempest's default). 600 s leaves room
+    # for that; a guest that never answers still fails, after 10 minutes.
     section("validation", run_validation=run_validation, connect_method="floating",
             auth_method="keypair", ip_version_for_ssh=4, image_ssh_user="cirros",
             image_ssh_password="gocubsgo", image_alt_ssh_user="cirros",
-            image_alt_ssh_password="gocubsgo", ssh_timeout=300, connect_timeout=60,
+            image_alt_ssh_password="gocubsgo", ssh_timeout=600, connect_timeout=60,
             ping_timeout=180, network_for_ssh=public.name if public else None)
     scenario = {"dhcp_client": "udhcpc"}
     if guest:
