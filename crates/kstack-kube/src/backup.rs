@@ -334,8 +334,8 @@ fn shell_word(s: &str) -> String {
 }
 
 /// Passes everything through to `inner` and keeps the last bytes written, to check how the
-/// stream ended.
-struct Tail<'a> {
+/// stream ended (a dump as it arrives, and one read back before a restore).
+pub struct Tail<'a> {
     inner: &'a mut (dyn AsyncWrite + Unpin + Send),
     last: Vec<u8>,
 }
@@ -343,7 +343,7 @@ struct Tail<'a> {
 impl<'a> Tail<'a> {
     const KEEP: usize = 512;
 
-    fn new(inner: &'a mut (dyn AsyncWrite + Unpin + Send)) -> Self {
+    pub fn new(inner: &'a mut (dyn AsyncWrite + Unpin + Send)) -> Self {
         Tail {
             inner,
             last: Vec::new(),
@@ -351,7 +351,7 @@ impl<'a> Tail<'a> {
     }
 
     /// Whether the last non-empty line starts with `prefix`.
-    fn ends_with_line_starting(&self, prefix: &str) -> bool {
+    pub fn ends_with_line_starting(&self, prefix: &str) -> bool {
         String::from_utf8_lossy(&self.last)
             .lines()
             .rev()

@@ -410,26 +410,12 @@ pub async fn check_backup(dir: &Path) -> anyhow::Result<Manifest> {
     // The whole gzip stream, and how the dump ends.
     let file = tokio::fs::File::open(&dump).await?;
     let mut sql = GzipDecoder::new(BufReader::new(file));
-    let mut last = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = sql
-            .read(&mut buf)
-            .await
-            .with_context(|| format!("{}: not a whole gzip file", dump.display()))?;
-        if n == 0 {
-            break;
-        }
-        last.extend_from_slice(&buf[..n]);
-        if last.len() > 4096 {
-            last.drain(..last.len() - 512);
-        }
-    }
-    let ends = String::from_utf8_lossy(&last)
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .is_some_and(|l| l.starts_with(db::DUMP_TRAILER));
+    let mut sink = tokio::io::sink();
+    let mut tail = db::Tail::new(&mut sink);
+    tokio::io::copy(&mut sql, &mut tail)
+        .await
+        .with_context(|| format!("{}: not a whole gzip file", dump.display()))?;
+    let ends = tail.ends_with_line_starting(db::DUMP_TRAILER);
     anyhow::ensure!(
         ends,
         "{}: the dump does not end with mariadb-dump's last line: it was cut off",
