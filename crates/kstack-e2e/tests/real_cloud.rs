@@ -17,8 +17,8 @@ use serde_json::Value;
 
 mod support;
 use support::{
-    Apis, admin_password, admin_token, admin_token_and_project, ceph_for_cinder, real_node,
-    reclaim_volumes, user_load,
+    Apis, LoadSwitch, admin_password, admin_token, admin_token_and_project, ceph_for_cinder,
+    real_node, reclaim_volumes, user_load,
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
@@ -939,7 +939,7 @@ async fn upgrade_without_a_failed_request(
     let next = next_tag()?;
     let password = admin_password(cloud)?;
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = LoadSwitch::new();
     let apis = Apis::of(client, &cloud.ns.name).await?;
     anyhow::ensure!(apis.nova.is_some(), "the default cloud has nova-api");
     let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
@@ -989,7 +989,7 @@ async fn upgrade_without_a_failed_request(
     let (code, report, stderr) = cloud.deploy().await?;
     // Requests after the last pod rolled: the new pods serve.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.stop();
     let load = load.await?;
     let public_load = public_load.await?;
     assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
@@ -1124,9 +1124,8 @@ async fn backup_and_restore_bring_back_the_databases(
     let before = project("kstack-backup-before").await?;
 
     // The backup, while a user works.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = LoadSwitch::new();
     let load = tokio::spawn(user_load(apis.clone(), password.clone(), stop.clone()));
-    let started = std::time::Instant::now();
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let backups = tempfile::tempdir()?;
     let out = cloud
@@ -1137,15 +1136,10 @@ async fn backup_and_restore_bring_back_the_databases(
             "--json",
         ])
         .await?;
-    // Enough rounds around the backup to judge (the load's check wants 20).
-    let least = std::time::Duration::from_secs(15);
-    tokio::time::sleep(
-        least
-            .saturating_sub(started.elapsed())
-            .max(std::time::Duration::from_secs(3)),
-    )
-    .await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Enough rounds around the backup to judge (the load's check wants 20), counted, not
+    // timed: a slow machine runs fewer per second.
+    stop.stop_after(20, std::time::Duration::from_secs(120))
+        .await;
     let load = load.await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1393,7 +1387,7 @@ async fn the_public_certificate_renews_without_a_failed_request(
         )) && openrc.contains(&format!("export OS_AUTH_URL='https://{PUBLIC}:5000/v3'")),
         "{openrc}"
     );
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = LoadSwitch::new();
     let public = Apis {
         keystone: format!("https://{PUBLIC}:5000"),
         glance: format!("https://{PUBLIC}:9292"),
@@ -1409,9 +1403,10 @@ async fn the_public_certificate_renews_without_a_failed_request(
         .await?;
     let seconds = started.elapsed().as_secs_f64();
     // The deploy returns once the new pod is ready; the old one still drains (5 s) and stops:
-    // the load goes on past that.
+    // the load goes on past that, for at least the rounds the load's check wants.
     tokio::time::sleep(std::time::Duration::from_secs(12)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.stop_after(20, std::time::Duration::from_secs(120))
+        .await;
     let load = load.await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

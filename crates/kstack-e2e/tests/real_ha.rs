@@ -21,7 +21,9 @@ use kube::api::{DeleteParams, ListParams, LogParams};
 use serde_json::Value;
 
 mod support;
-use support::{Apis, admin_password, admin_token, password, real_node, reclaim_volumes, user_load};
+use support::{
+    Apis, LoadSwitch, admin_password, admin_token, password, real_node, reclaim_volumes, user_load,
+};
 
 /// On top of the node globals: the infrastructure replicated, keystone twice, glance and nova
 /// for the user's images and servers, and no network, orchestration or dashboard.
@@ -124,7 +126,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     );
 
     // A member of each cluster goes away (a node drain would do the same) while a user works.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = LoadSwitch::new();
     let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = std::time::Instant::now();
@@ -150,7 +152,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     }
     let rejoined = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.stop();
     let load = load.await?;
     if !load.failures.is_empty() {
         // What the APIs logged about it, before the test's namespace goes away.

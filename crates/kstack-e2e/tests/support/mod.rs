@@ -190,17 +190,55 @@ impl Apis {
     }
 }
 
-/// A user's work, again and again until `stop` turns true, through the Services' cluster IPs
+/// Starts and stops a user's load ([`user_load`]) and counts its rounds as they run.
+#[derive(Default)]
+pub struct LoadSwitch {
+    stop: std::sync::atomic::AtomicBool,
+    rounds: std::sync::atomic::AtomicU64,
+}
+
+impl LoadSwitch {
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self::default())
+    }
+
+    /// Ends the load after its current round.
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn round(&self) {
+        self.rounds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Lets the load run `more` further rounds from now (the rounds after a change show
+    /// what users get once it is done), waiting at most `limit`, then ends it. A slow
+    /// machine runs fewer rounds per second; counting rounds, not seconds, keeps the
+    /// judgement of [`Load::assert_clean`] the same on any machine.
+    pub async fn stop_after(&self, more: u64, limit: std::time::Duration) {
+        let target = self.rounds.load(std::sync::atomic::Ordering::Relaxed) + more;
+        let until = std::time::Instant::now() + limit;
+        while self.rounds.load(std::sync::atomic::Ordering::Relaxed) < target
+            && std::time::Instant::now() < until
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        self.stop();
+    }
+}
+
+/// A user's work, again and again until `switch` stops it, through the Services' cluster IPs
 /// as a user inside the cloud's network would call them. Each round:
 /// - issues a token (POST /v3/auth/tokens to keystone);
 /// - creates an image record (POST /v2/images: a write to the database) and deletes it;
 /// - lists images (GET /v2/images: glance validates the token with keystone);
 /// - lists servers (GET /v2.1/servers) when the cloud has nova.
-pub async fn user_load(
-    apis: Apis,
-    password: String,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Load {
+pub async fn user_load(apis: Apis, password: String, switch: std::sync::Arc<LoadSwitch>) -> Load {
     let Apis {
         keystone,
         glance,
@@ -232,8 +270,9 @@ pub async fn user_load(
         text
     };
     let mut load = Load::default();
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    while !switch.stopped() {
         load.rounds += 1;
+        switch.round();
         let started = chrono::Utc::now().format("%H:%M:%S%.3f");
         let token = match http
             .post(format!("{keystone}/v3/auth/tokens"))
