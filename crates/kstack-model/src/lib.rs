@@ -1,5 +1,6 @@
 //! The deployment description and the service catalog as types; validation. No IO.
 
+pub mod backup;
 pub mod catalog;
 pub mod distro;
 pub mod globals;

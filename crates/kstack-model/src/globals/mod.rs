@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+mod backup;
 mod images;
 mod kolla;
 mod kubernetes;
@@ -28,6 +29,9 @@ mod network;
 mod services;
 mod validate;
 
+pub use backup::{
+    DEFAULT_BACKUP_KEEP, DEFAULT_BACKUP_VOLUME_SIZE, ScheduledBackup, check_schedule, is_quantity,
+};
 pub use images::Images;
 pub use kolla::parse_bool;
 pub use kubernetes::{
@@ -85,6 +89,8 @@ pub struct Globals {
     pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Keystone's token lifetime and key rotation (kolla-ansible's `fernet_*` settings).
     pub fernet: FernetTiming,
+    /// Backups of the databases on a schedule (`kstack_backup_schedule`), when on.
+    pub backup: Option<ScheduledBackup>,
     /// Cinder's volumes in a Ceph cluster (`cinder_backend_ceph`), when on.
     pub cinder_ceph: Option<CephBackend>,
     /// The provider network kstack makes once Neutron runs (`kstack_external_network`), when on.
@@ -172,6 +178,9 @@ pub fn known_keys() -> Vec<String> {
             "kolla_internal_vip_address",
             "kstack_storage_class",
             "kstack_history_limit",
+            "kstack_backup_schedule",
+            "kstack_backup_keep",
+            "kstack_backup_volume_size",
             "fernet_key_rotation_interval",
             "victoria_logs_retention_period",
         ]
@@ -196,6 +205,8 @@ struct Settings {
     services: services::ServiceSettings,
     #[serde(flatten)]
     kubernetes: kubernetes::KubernetesSettings,
+    #[serde(flatten)]
+    backup: backup::BackupSettings,
 }
 
 impl Globals {
@@ -237,6 +248,15 @@ impl Globals {
         let placement = s.kubernetes.placement(&mut t);
         let enabled = s.services.enabled(&mut t, &vars);
         let workloads = s.kubernetes.workloads(&mut t);
+        let backup = s.backup.scheduled(&mut t);
+        if backup.is_some() && enabled.get("mariadb") == Some(&false) {
+            t.push(
+                "kstack_backup_schedule",
+                None,
+                "scheduled backups are of MariaDB's databases, and `enable_mariadb` is no".into(),
+                "remove `kstack_backup_schedule`, or enable MariaDB".into(),
+            );
+        }
         // The final values (after derivation, and after any evaluation that runs before this
         // function) must be safe to write: no line breaks, and names Kubernetes and the
         // registry accept.
@@ -290,6 +310,7 @@ impl Globals {
             history_limit: workloads.history_limit,
             pod_labels: workloads.pod_labels,
             fernet: services.fernet,
+            backup,
             cinder_ceph,
             external_network,
             tls,
