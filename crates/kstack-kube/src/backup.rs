@@ -15,18 +15,12 @@ use kube::Client;
 use kube::api::{Api, AttachParams, ListParams};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
-/// The MariaDB service and its container (the catalog's names).
-pub const SERVICE: &str = "mariadb";
+pub use kstack_model::backup::{DUMP_TRAILER, SERVICE, SYSTEM_DATABASES};
+
+pub mod volume;
+
+/// The MariaDB container (the catalog's name).
 const CONTAINER: &str = "mariadb";
-
-/// MariaDB's own databases: the backup leaves them out. The service databases' users and grants
-/// are made by every deploy from passwords.yml (the services' `db-create` Jobs), so a restore
-/// into another cloud keeps that cloud's accounts.
-pub const SYSTEM_DATABASES: [&str; 4] =
-    ["information_schema", "mysql", "performance_schema", "sys"];
-
-/// The last line `mariadb-dump` writes when it dumped everything; a dump without it was cut off.
-pub const DUMP_TRAILER: &str = "-- Dump completed";
 
 /// Errors of a backup or a restore.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +31,11 @@ pub enum Error {
         "no ready MariaDB server in namespace {0} (pods {SERVICE}-N with a Ready container): is the cloud deployed and up? `kstack status` shows it"
     )]
     NoServer(String),
+    #[error(
+        "namespace {0} has no backup volume (claim {claim}): scheduled backups are off; set `kstack_backup_schedule` in globals.yml and deploy",
+        claim = kstack_model::backup::CLAIM
+    )]
+    NoVolume(String),
     #[error("{what} in pod {pod} failed: {detail}")]
     Command {
         what: &'static str,
@@ -118,11 +117,9 @@ pub async fn service_databases(server: &Server<'_>, pod: &str) -> Result<Vec<Str
     Ok(names)
 }
 
-/// `mariadb-dump` of `databases` on `pod`, written to `out` as it comes: one transaction
-/// (`--single-transaction`, InnoDB's consistent snapshot, no lock held against the services)
-/// over all of them, so the databases agree with each other as of one moment; each database
-/// dropped and created again when the dump is loaded, and no `LOCK TABLES` in it (Galera does
-/// not replicate explicit locks). Fails when the dump does not end with [`DUMP_TRAILER`].
+/// `mariadb-dump` of `databases` on `pod` with [`kstack_model::backup::DUMP_OPTIONS`] (one
+/// transaction over all of them, no locks), written to `out` as it comes. Fails when the dump
+/// does not end with [`DUMP_TRAILER`].
 pub async fn dump(
     server: &Server<'_>,
     pod: &str,
@@ -131,11 +128,9 @@ pub async fn dump(
 ) -> Result<(), Error> {
     let names: Vec<String> = databases.iter().map(|d| shell_word(d)).collect();
     let script = format!(
-        "exec mariadb-dump --user=root --host=127.0.0.1 --port={} --single-transaction --quick \
-         --routines --triggers --hex-blob --skip-add-locks --default-character-set=utf8mb4 \
-         --add-drop-database \
-         --databases {}",
+        "exec mariadb-dump --user=root --host=127.0.0.1 --port={} {} --databases {}",
         server.port,
+        kstack_model::backup::DUMP_OPTIONS.join(" "),
         names.join(" ")
     );
     let mut tail = Tail::new(out);
@@ -244,84 +239,120 @@ async fn run(
                     .into(),
         });
     }
-    let pods: Api<Pod> = Api::namespaced(server.client.clone(), server.namespace);
-    let command = [
+    let command = vec![
         "bash".to_owned(),
         "-c".to_owned(),
         format!("IFS= read -r MYSQL_PWD || exit 111; export MYSQL_PWD; {script}"),
     ];
-    let params = AttachParams::default()
-        .container(CONTAINER)
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .max_stdin_buf_size(64 * 1024)
-        .max_stdout_buf_size(64 * 1024);
-    let mut process = pods.exec(pod, command, &params).await?;
-    let mut stdin = process.stdin().expect("stdin was asked for");
-    let mut stdout = process.stdout().expect("stdout was asked for");
-    let mut stderr = process.stderr().expect("stderr was asked for");
-    let status = process.take_status().expect("the status is taken once");
     let password = format!("{}\n", server.root_password);
-    let feed = async move {
-        stdin.write_all(password.as_bytes()).await?;
-        if let Some(input) = input {
-            tokio::io::copy(input, &mut stdin).await?;
-        }
-        stdin.shutdown().await
-    };
-    let drain = async {
-        let written = async {
-            tokio::io::copy(&mut stdout, &mut *out).await?;
-            out.flush().await
-        }
-        .await;
-        // Output that cannot be written (a full disk) is still read to its end, so the command
-        // finishes and says how it ended instead of waiting for a reader.
-        if written.is_err() {
-            let _ = tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await;
-        }
-        written
-    };
-    let errors = async {
-        // Enough of what the command says for an error message.
-        let mut text = Vec::new();
-        (&mut stderr).take(16 * 1024).read_to_end(&mut text).await?;
-        tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
-        Ok::<_, std::io::Error>(text)
-    };
-    let (fed, drained, errors) = tokio::join!(feed, drain, errors);
-    let status = status.await;
-    let errors = String::from_utf8_lossy(&errors.unwrap_or_default())
-        .trim()
-        .to_owned();
-    let fail = |detail: String| Error::Command {
+    let pods: Api<Pod> = Api::namespaced(server.client.clone(), server.namespace);
+    let target = Exec {
+        pods: &pods,
+        pod,
+        container: CONTAINER,
         what,
-        pod: pod.to_owned(),
-        detail: server.redact.redact(&detail),
+        redact: server.redact,
     };
-    match status {
-        Some(s) if s.status.as_deref() == Some("Success") => {}
-        // What the command said is the reason; the status only says that it failed.
-        Some(s) => {
-            return Err(fail(if errors.is_empty() {
-                s.message
-                    .unwrap_or_else(|| "it exited with an error".into())
-            } else {
-                errors
-            }));
+    target
+        .run(command, Some(password.as_bytes()), input, out)
+        .await
+}
+
+/// A command to run in a container through the `exec` subresource.
+pub(crate) struct Exec<'a> {
+    pub pods: &'a Api<Pod>,
+    pub pod: &'a str,
+    pub container: &'a str,
+    /// What the command does, for errors.
+    pub what: &'static str,
+    pub redact: &'a dyn Redact,
+}
+
+impl Exec<'_> {
+    /// Runs `command`, feeding it `first` then `input` on its standard input; its standard
+    /// output goes to `out`. Fails with its standard error (redacted) when it does not exit 0.
+    pub async fn run(
+        &self,
+        command: Vec<String>,
+        first: Option<&[u8]>,
+        input: Option<&mut (dyn AsyncRead + Unpin + Send)>,
+        out: &mut (dyn AsyncWrite + Unpin + Send),
+    ) -> Result<(), Error> {
+        let (what, pod) = (self.what, self.pod);
+        let params = AttachParams::default()
+            .container(self.container)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .max_stdin_buf_size(64 * 1024)
+            .max_stdout_buf_size(64 * 1024);
+        let mut process = self.pods.exec(pod, command, &params).await?;
+        let mut stdin = process.stdin().expect("stdin was asked for");
+        let mut stdout = process.stdout().expect("stdout was asked for");
+        let mut stderr = process.stderr().expect("stderr was asked for");
+        let status = process.take_status().expect("the status is taken once");
+        let feed = async move {
+            if let Some(first) = first {
+                stdin.write_all(first).await?;
+            }
+            if let Some(input) = input {
+                tokio::io::copy(input, &mut stdin).await?;
+            }
+            stdin.shutdown().await
+        };
+        let drain = async {
+            let written = async {
+                tokio::io::copy(&mut stdout, &mut *out).await?;
+                out.flush().await
+            }
+            .await;
+            // Output that cannot be written (a full disk) is still read to its end, so the command
+            // finishes and says how it ended instead of waiting for a reader.
+            if written.is_err() {
+                let _ = tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await;
+            }
+            written
+        };
+        let errors = async {
+            // Enough of what the command says for an error message.
+            let mut text = Vec::new();
+            (&mut stderr).take(16 * 1024).read_to_end(&mut text).await?;
+            tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+            Ok::<_, std::io::Error>(text)
+        };
+        let (fed, drained, errors) = tokio::join!(feed, drain, errors);
+        let status = status.await;
+        let errors = String::from_utf8_lossy(&errors.unwrap_or_default())
+            .trim()
+            .to_owned();
+        let fail = |detail: String| Error::Command {
+            what,
+            pod: pod.to_owned(),
+            detail: self.redact.redact(&detail),
+        };
+        match status {
+            Some(s) if s.status.as_deref() == Some("Success") => {}
+            // What the command said is the reason; the status only says that it failed.
+            Some(s) => {
+                return Err(fail(if errors.is_empty() {
+                    s.message
+                        .unwrap_or_else(|| "it exited with an error".into())
+                } else {
+                    errors
+                }));
+            }
+            None => {
+                return Err(fail(format!(
+                    "the connection closed without an exit status: {errors}"
+                )));
+            }
         }
-        None => {
-            return Err(fail(format!(
-                "the connection closed without an exit status: {errors}"
-            )));
-        }
+        fed.map_err(|e| fail(format!("sending its input: {e}")))?;
+        drained.map_err(|e| fail(format!("writing its output: {e}")))?;
+        // The exit status came: the connection's task ends right after it.
+        let _ = tokio::time::timeout(Duration::from_secs(5), process.join()).await;
+        Ok(())
     }
-    fed.map_err(|e| fail(format!("sending its input: {e}")))?;
-    drained.map_err(|e| fail(format!("writing its output: {e}")))?;
-    // The exit status came: the connection's task ends right after it.
-    let _ = tokio::time::timeout(Duration::from_secs(5), process.join()).await;
-    Ok(())
 }
 
 /// How long a backup or restore may take before it is given up (a dump of a cloud's databases

@@ -30,8 +30,8 @@
 //! No secret is ever an env literal: passwords reach env only through `secretKeyRef`. The hash
 //! in a Secret's name is keyed ([`SecretNames`]), so the name tells nothing of what it holds.
 //!
-//! Two kinds of objects have a module of their own: [`keys`], a key repository's Secret and the
-//! CronJob that rotates its keys, and [`rbac`], the access kstack itself needs to deploy
+//! Three kinds of objects have a module of their own: [`keys`], a key repository's Secret and the
+//! CronJob that rotates its keys, [`backup`], the scheduled backup of the databases, and [`rbac`], the access kstack itself needs to deploy
 //! (`kstack template --rbac`). The rest is rendered by private submodules: `workload` (the
 //! objects of one service, in order), `pod` (the pod of a workload or Job), `config` (config
 //! files and env from passwords.yml as ConfigMaps and Secrets), `services` (Services and the
@@ -52,6 +52,7 @@ use crate::files::{ContainerFiles, RenderError, Target, render_files};
 use crate::names::SecretNames;
 use crate::{Object, Rendered};
 
+pub mod backup;
 pub mod keys;
 pub mod rbac;
 
@@ -116,6 +117,7 @@ pub fn render(config: &Config) -> Result<Rendered, RenderError> {
             objects.extend(r.service(name, service)?);
         }
     }
+    objects.extend(backup::scheduled(config, &r.names)?);
     // Objects shared by containers (the same file content) are rendered once.
     let mut seen = std::collections::BTreeSet::new();
     objects.retain(|o| seen.insert((o.kind(), o.name().to_owned())));

@@ -26,18 +26,12 @@ use async_compression::tokio::write::GzipEncoder;
 use kstack_config::Config;
 use kstack_kube::backup::{self as db, Server};
 use kstack_verify::{Password, Redactor};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
 use crate::exit::Exit;
 
-/// The file that says what a backup holds.
-pub const MANIFEST: &str = "backup.json";
-/// The dump of a backup.
-pub const DUMP: &str = "databases.sql.gz";
-/// The manifest's format; a restore refuses others.
-const FORMAT: u32 = 1;
+pub use kstack_model::backup::{DUMP, DumpFile, FORMAT, MANIFEST, Manifest};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -70,34 +64,6 @@ pub struct RestoreArgs {
     /// waiting for it.
     #[arg(long)]
     pub no_wait: bool,
-}
-
-/// What a backup holds: `backup.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Manifest {
-    pub format: u32,
-    /// The cloud's namespace.
-    pub namespace: String,
-    /// `openstack_release` of the cloud's globals when the backup was taken.
-    pub openstack_release: String,
-    /// When the dump's transaction started (UTC, RFC 3339).
-    pub taken_at: String,
-    /// How long the dump took.
-    pub seconds: f64,
-    /// The MariaDB server it was taken on (pod).
-    pub member: String,
-    /// The databases in the dump.
-    pub databases: Vec<String>,
-    pub dump: DumpFile,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DumpFile {
-    pub file: String,
-    /// Compressed size.
-    pub bytes: u64,
-    /// SHA-256 of the compressed file, hex.
-    pub sha256: String,
 }
 
 /// Hides passwords.yml's values in what the container says.
@@ -448,7 +414,7 @@ async fn digest(path: &Path) -> anyhow::Result<(u64, String)> {
 
 /// `parent` (made if missing) and in it the new directory `dir`, mode 0700; an existing `dir`
 /// is refused (two backups in one second).
-fn make_private_dir(parent: &Path, dir: &Path) -> anyhow::Result<()> {
+pub(super) fn make_private_dir(parent: &Path, dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     std::fs::DirBuilder::new()
@@ -458,7 +424,7 @@ fn make_private_dir(parent: &Path, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// A new file, mode 0600.
-async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
+pub(super) async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
     tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -468,7 +434,7 @@ async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
         .with_context(|| format!("creating {}", path.display()))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,6 +10,7 @@ use kstack_config::{Config, Diag};
 use crate::exit::Exit;
 
 pub mod backup;
+pub mod backups;
 pub mod catalog;
 pub mod compose;
 pub mod config;
@@ -85,6 +86,12 @@ pub enum Command {
     /// Load a backup of `kstack backup` back into the cloud's databases (checked whole first;
     /// needs --yes).
     Restore(backup::RestoreArgs),
+    /// List the backups the cluster took on its schedule (kstack_backup_schedule), with the
+    /// schedule's last runs.
+    BackupList(backups::ListArgs),
+    /// Copy one scheduled backup off the cluster's backup volume into a directory, checked
+    /// whole, for `kstack restore`.
+    BackupFetch(backups::FetchArgs),
 }
 
 impl Command {
@@ -114,6 +121,8 @@ impl Command {
             Command::Logs(a) => &mut a.target,
             Command::Backup(a) => &mut a.target,
             Command::Restore(a) => &mut a.target,
+            Command::BackupList(a) => &mut a.target,
+            Command::BackupFetch(a) => &mut a.target,
         };
         target.config.config_dir = dir.to_owned();
         target.kubeconfig = globals.kubeconfig.clone();
@@ -134,6 +143,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => logs::run(args)?,
         Command::Backup(args) => backup::run_backup(args)?,
         Command::Restore(args) => backup::run_restore(args)?,
+        Command::BackupList(args) => backups::run_list(args)?,
+        Command::BackupFetch(args) => backups::run_fetch(args)?,
     };
     Ok(exit.into())
 }

@@ -199,7 +199,7 @@ impl Renderer<'_> {
     }
 }
 
-fn pvc_spec(globals: &Globals, size: &str) -> PersistentVolumeClaimSpec {
+pub(super) fn pvc_spec(globals: &Globals, size: &str) -> PersistentVolumeClaimSpec {
     PersistentVolumeClaimSpec {
         access_modes: Some(vec!["ReadWriteOnce".into()]),
         storage_class_name: globals.storage_class.clone(),
