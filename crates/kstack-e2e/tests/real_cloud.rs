@@ -195,6 +195,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     kstack_logs_shows_what_the_services_wrote(&cloud).await?;
     central_logging_holds_what_keystone_logged(&cloud, &client).await?;
     backup_and_restore_bring_back_the_databases(&cloud, &client).await?;
+    scheduled_backups_land_on_their_volume_and_restore(&cloud, &client).await?;
     upgrade_without_a_failed_request(&cloud, &client).await?;
     the_public_certificate_renews_without_a_failed_request(&cloud, &client).await?;
     service_records_are_those_of_running_services(&cloud, &client).await
@@ -1290,6 +1291,179 @@ async fn backup_and_restore_bring_back_the_databases(
     eprintln!(
         "kstack restore: {}",
         said.lines().last().unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `kstack_backup_schedule`: the deploy adds the `mariadb-backup` CronJob and its volume;
+/// two runs of it (started as `kubectl create job --from=cronjob/...` does, with a schedule
+/// that would not fire during the test) leave one backup with `kstack_backup_keep: 1`;
+/// `kstack backup-list` shows it with its manifest, `kstack backup-fetch` copies it out
+/// checked, and `kstack restore` of the copy brings back a project deleted after it was taken.
+async fn scheduled_backups_land_on_their_volume_and_restore(
+    cloud: &Cloud,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    use kstack_k8s::api::batch::v1::{CronJob, Job};
+    let schedule = "0 0 1 1 *";
+    cloud.set_globals(&format!(
+        "{}{REAL_CLOUD}kstack_backup_schedule: \"{schedule}\"\nkstack_backup_keep: 1\n",
+        real_node_globals()
+    ))?;
+    let (code, report, stderr) = cloud.deploy().await?;
+    assert_eq!(
+        code, 0,
+        "deploy with a backup schedule failed: {report}\n{stderr}"
+    );
+    let ns = &cloud.ns.name;
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    let cron = crons.get("mariadb-backup").await?;
+    assert_eq!(cron.spec.schedule, schedule);
+
+    // A project that exists when the backups are taken and is deleted after them.
+    let password = admin_password(cloud)?;
+    let apis = Apis::of(client, ns).await?;
+    let http = reqwest::Client::new();
+    let token = admin_token(&http, &apis.keystone, &password).await?;
+    let r = http
+        .post(format!("{}/v3/projects", apis.keystone))
+        .header("x-auth-token", &token)
+        .json(&serde_json::json!({"project": {"name": "kstack-scheduled", "domain_id": "default"}}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status().is_success(),
+        "project create: HTTP {}",
+        r.status()
+    );
+    let project = r.json::<Value>().await?["project"]["id"]
+        .as_str()
+        .context("project id")?
+        .to_owned();
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let started = std::time::Instant::now();
+    for run in 1..=2 {
+        let job = Job {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("mariadb-backup-test-{run}")),
+                ..Default::default()
+            },
+            spec: cron.spec.job_template.spec.clone(),
+            ..Default::default()
+        };
+        jobs.create(&Default::default(), &job).await?;
+        let name = format!("mariadb-backup-test-{run}");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        loop {
+            let status = jobs.get(&name).await?.status.unwrap_or_default();
+            if status.succeeded.unwrap_or(0) >= 1 {
+                break;
+            }
+            if status.failed.unwrap_or(0) >= 1 || std::time::Instant::now() > until {
+                let out = cloud
+                    .run(&["logs", "mariadb", "--jobs", "--tail", "40"])
+                    .await?;
+                anyhow::bail!(
+                    "the backup job {name} did not succeed: {status:?}\n{}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        // Backups are named by the second they were taken.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    }
+    let both = started.elapsed().as_secs_f64();
+
+    let out = cloud.run(&["backup-list", "--json"]).await?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kstack backup-list failed: {said}");
+    let listing: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(listing["schedule"]["schedule"], schedule, "{listing}");
+    let backups = listing["backups"].as_array().context("backups")?;
+    assert_eq!(
+        backups.len(),
+        1,
+        "kstack_backup_keep: 1 keeps one: {listing}"
+    );
+    let name = backups[0]["name"].as_str().context("name")?.to_owned();
+    let databases = backups[0]["manifest"]["databases"]
+        .as_array()
+        .context("the backup's manifest")?;
+    for db in ["keystone", "nova", "neutron", "glance"] {
+        assert!(databases.iter().any(|d| d == db), "{db} in {listing}");
+    }
+
+    // Deleted after the backup; the restore of the fetched copy brings it back.
+    let r = http
+        .delete(format!("{}/v3/projects/{project}", apis.keystone))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status().is_success(),
+        "project delete: HTTP {}",
+        r.status()
+    );
+    let copies = tempfile::tempdir()?;
+    let out = cloud
+        .run(&[
+            "backup-fetch",
+            &name,
+            "-o",
+            &copies.path().display().to_string(),
+        ])
+        .await?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kstack backup-fetch failed: {said}");
+    let copy = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(std::path::Path::new(&copy), copies.path().join(&name));
+    let out = cloud.run(&["restore", &copy, "--yes"]).await?;
+    let restored = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "kstack restore of the fetched copy failed:\n{restored}"
+    );
+    let token = admin_token(&http, &apis.keystone, &password).await?;
+    let r = http
+        .get(format!("{}/v3/projects/{project}", apis.keystone))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    assert!(
+        r.status().is_success(),
+        "the project after the restore: HTTP {}",
+        r.status()
+    );
+    let _ = http
+        .delete(format!("{}/v3/projects/{project}", apis.keystone))
+        .header("x-auth-token", &token)
+        .send()
+        .await?;
+    // No reader pod is left behind.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let readers = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/component=backup-reader"))
+        .await?;
+    assert!(
+        readers
+            .items
+            .iter()
+            .all(|p| p.metadata.deletion_timestamp.is_some()),
+        "a backup reader pod is left"
+    );
+    for run in 1..=2 {
+        let _ = jobs
+            .delete(
+                &format!("mariadb-backup-test-{run}"),
+                &kube::api::DeleteParams::background(),
+            )
+            .await;
+    }
+    eprintln!(
+        "scheduled backup: two runs of the CronJob's job {both:.1} s, one kept ({name}), fetched and restored: {}",
+        restored.lines().last().unwrap_or_default()
     );
     Ok(())
 }

@@ -118,7 +118,15 @@ impl Run<'_> {
                     shown.join(" | ")
                 ),
                 call: None,
-                services: None,
+                // A guest that booted and got no lease or no metadata: the logs to read are
+                // Neutron's agents' (DHCP, Open vSwitch, L3, metadata), then Nova's.
+                services: console.booted.then(|| {
+                    let mut s = self.s.services_of(&["neutron"]);
+                    if console.lease.is_some() {
+                        s.extend(self.s.services_of(&["nova"]));
+                    }
+                    s
+                }),
             });
         }
         let lease = console.lease.map(|l| l.address).unwrap_or_default();
