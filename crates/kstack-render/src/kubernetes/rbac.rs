@@ -3,7 +3,13 @@
 //! watches and prunes, read access to pods and events for failure reports, and a ClusterRole
 //! that may create the namespace and read or update only that namespace.
 //!
-//! Deliberately absent: any access to other namespaces, to nodes, to pod exec, and the
+//! Exec into pods is there for the databases' backup and restore (`kstack backup`,
+//! `kstack restore`, the backup a deploy takes before an upgrade: `mariadb-dump` and the
+//! `mariadb` client run in a MariaDB pod), and creating a pod for reading the scheduled backups'
+//! volume (`kstack backup-list`, `backup-fetch`); neither gives more than the Role already does
+//! (it creates workloads that run any pod, and reads the Secrets).
+//!
+//! Deliberately absent: any access to other namespaces, to nodes, and the
 //! `escalate`/`bind` verbs. The only Role kstack renders for a service (Keystone's key
 //! rotation: get and patch on one named Secret) grants less than this Role holds, which is
 //! what Kubernetes requires of whoever creates it without `escalate`.
@@ -99,6 +105,10 @@ pub fn deployer(globals: &Globals) -> Rendered {
             // A StatefulSet rolled back: its pods of the failed revision that never became
             // ready are deleted so the controller recreates them from the restored template.
             rule(&[""], &["pods"], &["delete"]),
+            // Backup and restore: commands in a MariaDB pod (a WebSocket exec asks `get`, and
+            // `create` on newer API servers), and the pod that reads the backup volume.
+            rule(&[""], &["pods/exec"], &["get", "create"]),
+            rule(&[""], &["pods"], &["create"]),
             // The deploy lock (one writer at a time): a Lease it creates, reads and renews.
             rule(
                 &["coordination.k8s.io"],
