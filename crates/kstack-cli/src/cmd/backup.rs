@@ -138,7 +138,8 @@ pub(crate) async fn take(
         "MariaDB in {member} holds no service database (has the cloud been deployed?)"
     );
     let now = chrono::Utc::now();
-    let name = format!("{namespace}-{}", now.format("%Y%m%dT%H%M%SZ"));
+    let name =
+        kstack_model::backup::backup_name(namespace, &now.format("%Y%m%dT%H%M%SZ").to_string());
     let target = output.join(&name);
     make_private_dir(output, &target)?;
     eprintln!(

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use kstack_kube::backup::volume::{Listed, Reader, Schedule};
-use kstack_model::backup::{DUMP, MANIFEST, Manifest, SERVICE, is_backup_name};
+use kstack_model::backup::{DUMP, MANIFEST, Manifest, is_backup_name};
 use serde::Serialize;
 use tokio::io::AsyncWriteExt as _;
 
@@ -131,16 +131,8 @@ fn table(l: &Listing) -> String {
 
 /// The MariaDB server's image: its `mysql` user owns the backups.
 fn image(config: &kstack_config::Config) -> anyhow::Result<String> {
-    let service = config
-        .catalog
-        .services
-        .get(SERVICE)
-        .context("the catalog has no mariadb service")?;
-    let container = service
-        .containers
-        .first()
-        .context("the catalog's mariadb service has no container")?;
-    Ok(config.globals.image_ref(&service.project, &container.image))
+    kstack_render::kubernetes::backup::server_image(config)
+        .context("the catalog has no mariadb service with a container")
 }
 
 pub fn run_fetch(args: FetchArgs) -> anyhow::Result<Exit> {

@@ -82,11 +82,7 @@ pub(super) fn scheduled(config: &Config, names: &SecretNames) -> Result<Vec<Obje
         spec: Some(pvc_spec(globals, &plan.volume_size)),
         ..Default::default()
     };
-    let image = service
-        .containers
-        .first()
-        .map(|c| globals.image_ref(&service.project, &c.image))
-        .unwrap_or_default();
+    let image = server_image(config).unwrap_or_default();
     let env = script_env(config, plan)?
         .into_iter()
         .map(|(k, v)| EnvVar {
@@ -203,6 +199,15 @@ pub(super) fn scheduled(config: &Config, names: &SecretNames) -> Result<Vec<Obje
         Object::ConfigMap(script),
         Object::CronJob(Box::new(cron)),
     ])
+}
+
+/// The MariaDB server's image (the catalog's first container of the service): the scheduled
+/// backup runs in it, and so does the pod that reads the backup volume, since its `mysql` user
+/// owns the backups. `None` when the catalog has no such service or container.
+pub fn server_image(config: &Config) -> Option<String> {
+    let service = config.catalog.services.get(backup::SERVICE)?;
+    let container = service.containers.first()?;
+    Some(config.globals.image_ref(&service.project, &container.image))
 }
 
 /// The script's plain env: what it must agree on with `kstack backup` and `kstack restore`.
