@@ -1,6 +1,5 @@
 //! `genpwd::fill`: any passwords.yml is filled or reported; a filled file parses again and keeps
-//! every value that was set. RSA keys are 512 bits and the random generator is seeded, so a
-//! run is fast and a crash reproduces.
+//! every value that was set. The random generator is seeded, so a crash reproduces.
 #![no_main]
 
 use kstack_config::{genpwd, passwords};
@@ -12,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
-    match genpwd::fill_with_bits(text, &mut rng, 512) {
+    match genpwd::fill(text, &mut rng) {
         Ok(filled) => {
             let before = passwords::parse(text).expect("fill accepted the file, so it parses");
             let after = match passwords::parse(&filled.text) {

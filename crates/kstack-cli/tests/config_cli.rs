@@ -85,7 +85,11 @@ fn init_genpwd_validate_then_broken_globals() {
         }
     }
     let pw = std::fs::read_to_string(dir.join("passwords.yml")).unwrap();
-    assert!(pw.contains("-----BEGIN PRIVATE KEY-----") && pw.contains("public_key: ssh-rsa AAAA"));
+    assert!(
+        pw.contains("-----BEGIN OPENSSH PRIVATE KEY-----")
+            && pw.contains("public_key: ssh-ed25519 AAAA"),
+        "genpwd's SSH keys are Ed25519 key pairs in OpenSSH's format"
+    );
 
     let out = Command::new(env!("CARGO_BIN_EXE_kstack"))
         .arg("validate")

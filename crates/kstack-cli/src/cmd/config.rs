@@ -81,7 +81,7 @@ pub enum ConfigCommand {
     },
     /// Fill the empty values of passwords.yml (set values are never changed).
     #[command(
-        after_help = "Examples:\n  kstack genpwd --config-dir ./mycloud\n\nSSH keys get RSA 4096 key pairs, *_uuid keys UUIDs, the rest 40 random letters and digits.\nA new file is written with mode 0600; an existing file keeps its mode,\nwithout any permission for others."
+        after_help = "Examples:\n  kstack genpwd --config-dir ./mycloud\n\nSSH keys get Ed25519 key pairs (OpenSSH format), *_uuid keys UUIDs, the rest 40 random letters and digits.\nA new file is written with mode 0600; an existing file keeps its mode,\nwithout any permission for others."
     )]
     Genpwd {
         #[command(flatten)]
