@@ -8,6 +8,12 @@
 #
 # Needs cargo-fuzz (installed once into ~/.cache/kstack/cargo-fuzz) and a nightly compiler: the
 # nightly toolchain when rustup has one, else the stable one with RUSTC_BOOTSTRAP=1.
+#
+# The corpus lives under ~/.cache/kstack/fuzz-corpus/<target> (KSTACK_FUZZ_CORPUS), so each run
+# starts from what the runs before it found. A run that passed is remembered by a hash of what
+# the targets are built from (the loaders' crates, the targets, their lock file, the toolchain,
+# SECONDS and the targets): the same inputs again are not fuzzed twice, and the script says so.
+# KSTACK_FUZZ_ALWAYS=1 fuzzes anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,6 +28,7 @@ if [ ! -x "$fuzz_root/bin/cargo-fuzz" ]; then
   cargo install -q --locked cargo-fuzz --root "$fuzz_root"
 fi
 export PATH=$fuzz_root/bin:$PATH
+corpus_root=${KSTACK_FUZZ_CORPUS:-$HOME/.cache/kstack/fuzz-corpus}
 
 if rustup run nightly rustc --version >/dev/null 2>&1; then
   cargo=(cargo +nightly)
@@ -32,8 +39,18 @@ else
   echo "== toolchain: $(rustc --version) with RUSTC_BOOTSTRAP=1 (no nightly toolchain)" >&2
 fi
 
-# Seeds. The corpus directories are gitignored and grow with what libFuzzer finds.
-seed() { mkdir -p "fuzz/corpus/$1" && cp "$2" "fuzz/corpus/$1/seed-$(basename "$2")"; }
+inputs_hash=$(
+  { git ls-files -z crates/kstack-config crates/kstack-model fuzz | xargs -0 sha256sum
+    "${cargo[@]}" --version; rustc --version; echo "$secs ${targets[*]}"; } | sha256sum | cut -c1-16)
+passed=$HOME/.cache/kstack/fuzz-passed/$inputs_hash
+if [ -e "$passed" ] && [ -z "${KSTACK_FUZZ_ALWAYS:-}" ]; then
+  echo "fuzzing skipped: these loaders and targets ($inputs_hash) passed ${secs}s per target" \
+    "on $(cat "$passed"); KSTACK_FUZZ_ALWAYS=1 fuzzes them again"
+  exit 0
+fi
+
+# Seeds, beside what libFuzzer found in earlier runs.
+seed() { mkdir -p "$corpus_root/$1" && cp "$2" "$corpus_root/$1/seed-$(basename "$2")"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cargo run -q --bin kstack -- init "$tmp/etc" >/dev/null
@@ -91,7 +108,7 @@ for t in "${targets[@]}"; do
   echo "== fuzz $t for ${secs}s" >&2
   log=$tmp/$t.log
   # -timeout: an input that takes 10 s is a bug too (a hang), and is reported like a crash.
-  if "${cargo[@]}" fuzz run -O -a -s none "$t" -- -max_total_time="$secs" -timeout=10 \
+  if "${cargo[@]}" fuzz run -O -a -s none "$t" "$corpus_root/$t" -- -max_total_time="$secs" -timeout=10 \
       -print_final_stats=1 >"$log" 2>&1; then
     verdict=ok
   else
@@ -102,8 +119,14 @@ for t in "${targets[@]}"; do
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
-  summary+=("$(printf '%-5s %-11s %10s runs %8s exec/s  cov %s' "$verdict" "$t" "${runs:-?}" "${rate:-?}" "${cov:-?}")")
+  corpus=$(find "$corpus_root/$t" -type f | wc -l)
+  summary+=("$(printf '%-5s %-11s %10s runs %8s exec/s  cov %-6s corpus %s' "$verdict" "$t" "${runs:-?}" \
+    "${rate:-?}" "${cov:-?}" "$corpus")")
 done
 cd "$root"
 printf '%s\n' "${summary[@]}"
+if [ $status = 0 ]; then
+  mkdir -p "$(dirname "$passed")"
+  date -u +%Y-%m-%dT%H:%M:%SZ >"$passed"
+fi
 exit $status

@@ -4,8 +4,9 @@
 //! and verify passes again.
 //!
 //! Runs when KSTACK_E2E_DOCKER=1, with the engine of `hack/docker.sh up` (its `env` gives
-//! DOCKER_HOST, DOCKER_CONFIG and KSTACK_NODE_ADDRESS); hack/test.sh does that once the
-//! Kubernetes tests are done, since both clouds would use the node's ports. The globals are
+//! DOCKER_HOST, DOCKER_CONFIG and KSTACK_NODE_ADDRESS); hack/test.sh runs it beside the
+//! simulated-node tests and before the real node's, since both clouds would use the node's
+//! ports. The globals are
 //! the real node's: QEMU's TCG and Open vSwitch's userspace datapath, and no limits on QEMU's
 //! files and processes, which these VMs (without CAP_SYS_RESOURCE) cannot set.
 
