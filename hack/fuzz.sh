@@ -25,7 +25,7 @@ targets=("$@")
 fuzz_root=$HOME/.cache/kstack/cargo-fuzz
 if [ ! -x "$fuzz_root/bin/cargo-fuzz" ]; then
   echo "== installing cargo-fuzz into $fuzz_root" >&2
-  cargo install -q --locked cargo-fuzz --root "$fuzz_root"
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install -q --locked cargo-fuzz --root "$fuzz_root"
 fi
 export PATH=$fuzz_root/bin:$PATH
 corpus_root=${KSTACK_FUZZ_CORPUS:-$HOME/.cache/kstack/fuzz-corpus}
@@ -98,6 +98,9 @@ seed config_dir "$tmp/config-dir-kolla.txt"
 if [ -n "${CARGO_TARGET_DIR:-}" ]; then
   export CARGO_TARGET_DIR=$CARGO_TARGET_DIR/fuzz
 fi
+# hack/test.sh builds the workspace with clippy-driver as rustc's wrapper (the seeding above used
+# that build); the fuzz targets build with the nightly compiler, and without lints.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 cd fuzz
 # Release build with debug assertions (overflow checks on). No sanitizer: the loaders forbid
 # unsafe code, and without ASan a short CI run gets several times more executions.
