@@ -18,6 +18,24 @@ logs=${KSTACK_AIO_LOGS:-$HOME/.cache/kstack/aio}
 mkdir -p "$logs"
 started=$SECONDS
 say() { echo "aio [$((SECONDS - started))s]: $*" >&2; }
+# Waits for a background build, saying what it waits for and how far that build is: its log's
+# last line, every 2 s in place on a terminal, every 30 s as a new line otherwise (a CI log).
+# Returns the build's exit status.
+waiting() {
+  local what=$1 pid=$2 log=$3 since=$SECONDS every=30 next=0 line
+  [ -t 2 ] && every=2
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$next" ]; then
+      next=$((SECONDS + every))
+      line=$(tail -n 1 "$log" 2>/dev/null | tr -d '\r' | cut -c1-90)
+      line="aio [$((SECONDS - started))s]: waiting $((SECONDS - since))s for $what: ${line:-started}"
+      if [ -t 2 ]; then printf '\r\033[K%s' "$line" >&2; else echo "$line" >&2; fi
+    fi
+    sleep 1
+  done
+  if [ -t 2 ]; then printf '\r\033[K' >&2; fi
+  wait "$pid"
+}
 # The image build is mostly package installs and disk: it overlaps the compilers.
 bash hack/images.sh >"$logs/images.log" 2>&1 &
 images_pid=$!
@@ -27,7 +45,8 @@ k8s_pid=$!
 bash hack/guest.sh >"$logs/guest.log" 2>&1 &
 guest_pid=$!
 say "building the images, the control plane (Go), the guest image and kstack (Rust) side by side; logs in $logs"
-cargo build -q --bin kstack
+# On a terminal cargo shows its own progress bar; in a log, only errors.
+if [ -t 2 ]; then cargo build --bin kstack; else cargo build -q --bin kstack; fi
 say "kstack built"
 # kstack's dev commands run this checkout's hack/ scripts (a binary in a shared target
 # directory may have been compiled in another checkout).
@@ -35,7 +54,7 @@ export KSTACK_HACK_DIR=$PWD/hack
 KSTACK=$PWD/target/debug/kstack
 [ -n "${CARGO_TARGET_DIR:-}" ] && KSTACK=$CARGO_TARGET_DIR/debug/kstack
 export KSTACK_CONFIG_DIR=${KSTACK_CONFIG_DIR:-$HOME/.config/kstack}
-if ! wait "$k8s_pid"; then
+if ! waiting "the control plane's build (Go)" "$k8s_pid" "$logs/k8s.log"; then
   echo "building the control plane failed; last lines of $logs/k8s.log:" >&2
   tail -n 30 "$logs/k8s.log" >&2
   exit 1
@@ -44,8 +63,7 @@ say "control plane built"
 KUBECONFIG=$("$KSTACK" dev up --nodes none)
 export KUBECONFIG
 echo "kubeconfig: $KUBECONFIG" >&2
-say "waiting for the images (hack/images.sh; progress in $logs/images.log)"
-if ! wait "$images_pid"; then
+if ! waiting "the images (hack/images.sh, log $logs/images.log)" "$images_pid" "$logs/images.log"; then
   echo "building the images failed; last lines of $logs/images.log:" >&2
   tail -n 30 "$logs/images.log" >&2
   exit 1
@@ -89,7 +107,7 @@ fi
 say "deploying"
 "$KSTACK" deploy
 "$KSTACK" status
-if ! wait "$guest_pid"; then
+if ! waiting "the guest image (hack/guest.sh)" "$guest_pid" "$logs/guest.log"; then
   echo "building the guest image failed; last lines of $logs/guest.log:" >&2
   tail -n 30 "$logs/guest.log" >&2
   exit 1
