@@ -82,8 +82,23 @@ cargo fmt --all -- --check
 # `cargo clippy --workspace --all-targets -- -D warnings` does, and the crates are compiled once
 # instead of once for clippy and once for the tests. Every later cargo command of this script
 # builds with the same wrapper, so none of them compiles the workspace again.
-RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver)
+RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver) \
+  || { echo "hack/test.sh: no clippy-driver on PATH: rustup component add clippy" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+# It must be able to fail: the wrapper, called as cargo calls it, refuses a planted lint.
+lint_probe=$(mktemp -d)
+printf 'fn main() {
+    let v = vec![1];
+    println!("{}", v.len());
+}
+' >"$lint_probe/probe.rs"
+if "$RUSTC_WORKSPACE_WRAPPER" rustc --edition 2021 --crate-type bin -o "$lint_probe/probe" \
+    "$lint_probe/probe.rs" >"$lint_probe/out" 2>&1 || ! grep -q 'clippy::useless.vec' "$lint_probe/out"; then
+  echo "hack/test.sh: clippy-driver with CLIPPY_ARGS let a planted clippy::useless_vec through:" >&2
+  cat "$lint_probe/out" >&2
+  exit 1
+fi
+rm -rf "$lint_probe"
 phase "clippy, unit, snapshot and CLI tests (one build)"
 tests cargo test --workspace --exclude kstack-e2e
 phase "end-to-end test binaries (and their clippy), on the build above"
