@@ -296,6 +296,48 @@ async fn a_service_that_never_becomes_ready_fails_the_deploy_and_starts_no_depen
     Ok(())
 }
 
+/// A newcomer's first deploy: the namespace does not exist yet and the public endpoints have
+/// TLS with kstack's own CA (as `kstack init`'s starter globals have it): the deploy makes the
+/// namespace, then the CA and the certificate in it, then the cloud.
+#[tokio::test]
+async fn a_first_deploy_makes_its_namespace_then_its_ca() -> anyhow::Result<()> {
+    let small = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\n\
+                 kolla_external_vip_address: 172.24.4.1\nkolla_enable_tls_external: \"yes\"\n";
+    let cloud = Cloud::new("kstack-first", small).await?;
+    let namespaces: kube::Api<kstack_k8s::api::core::v1::Namespace> =
+        kube::Api::all(client().await?);
+    namespaces
+        .delete(&cloud.ns.name, &Default::default())
+        .await?;
+    let deadline = std::time::Instant::now() + kstack_e2e::WAIT;
+    while namespaces.get_opt(&cloud.ns.name).await?.is_some() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "namespace {} still there after {:?}",
+            cloud.ns.name,
+            kstack_e2e::WAIT
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 0, "{stderr}");
+    let secrets: kube::Api<kstack_k8s::api::core::v1::Secret> =
+        kube::Api::namespaced(client().await?, &cloud.ns.name);
+    for name in ["kstack-ca", "kstack-public-tls"] {
+        assert!(
+            secrets.get_opt(name).await?.is_some(),
+            "Secret {name} in namespace {}",
+            cloud.ns.name
+        );
+    }
+    let keystone = cloud.of_service("keystone").await?;
+    assert!(
+        keystone.iter().any(|o| o == "Deployment/keystone"),
+        "{keystone:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_disabled_service_is_pruned_and_nothing_else() -> anyhow::Result<()> {
     let small =

@@ -87,7 +87,8 @@ pub(crate) fn meta(globals: &Globals, name: &str, labels: BTreeMap<String, Strin
     }
 }
 
-fn namespace(globals: &Globals) -> Namespace {
+/// The cloud's namespace (`kubernetes_namespace`), as every deploy applies it first.
+pub fn namespace(globals: &Globals) -> Namespace {
     Namespace {
         metadata: ObjectMeta {
             name: Some(globals.kubernetes_namespace.clone()),

@@ -208,6 +208,10 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
         let made = runtime.block_on(async {
             let (client, _) = kstack_kube::counted_client(kubeconfig.as_deref()).await?;
             let cluster = KubeCluster::new(client);
+            // The CA's Secrets live in the cloud's namespace: on a first deploy, made first.
+            if access == Access::Store {
+                super::writer::ensure_namespace(&cluster, &config).await?;
+            }
             super::tls::fill_from_cluster(&mut config, &cluster, access, renew).await
         })?;
         if let Some(why) = made.as_ref().and_then(|m| m.renewed.as_deref())
@@ -312,14 +316,9 @@ struct DeployOutput<'a> {
 
 async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
     let (target, no_wait) = (&args.target, args.no_wait);
-    under_lock(
-        Writer::Deploy,
-        target,
-        config,
-        rendered,
-        no_wait,
-        |waited| deploy_locked(&args, config, rendered, waited.as_secs_f64()),
-    )
+    under_lock(Writer::Deploy, target, config, no_wait, |waited| {
+        deploy_locked(&args, config, rendered, waited.as_secs_f64())
+    })
     .await
 }
 
@@ -683,7 +682,7 @@ async fn rollback(
     rendered: &Rendered,
 ) -> anyhow::Result<Exit> {
     let (target, no_wait) = (&args.target, args.no_wait);
-    under_lock(Writer::Rollback, target, config, rendered, no_wait, |_| {
+    under_lock(Writer::Rollback, target, config, no_wait, |_| {
         rollback_locked(&args, config, rendered)
     })
     .await

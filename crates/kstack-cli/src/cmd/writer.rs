@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use kstack_config::Config;
 use kstack_engine::ObjectRef;
 use kstack_kube::KubeCluster;
-use kstack_render::Rendered;
+use kstack_render::kubernetes;
 
 use super::deploy::Target;
 use crate::exit::Exit;
@@ -55,7 +55,6 @@ pub(crate) async fn under_lock<F, Fut>(
     writer: Writer,
     target: &Target,
     config: &Config,
-    rendered: &Rendered,
     no_wait: bool,
     work: F,
 ) -> anyhow::Result<Exit>
@@ -64,7 +63,7 @@ where
     Fut: std::future::Future<Output = anyhow::Result<Exit>>,
 {
     let command = writer.command();
-    let lock = match take_lock(target, config, rendered, command, no_wait).await? {
+    let lock = match take_lock(target, config, command, no_wait).await? {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };
@@ -80,39 +79,42 @@ where
     result
 }
 
-/// Takes the cloud's deploy lock for `command`: creates the namespace first if it does not
-/// exist (the Lease lives in it), waits for another writer unless `no_wait`, printing whom it
-/// waits for. `Err(code)` when refused.
-async fn take_lock(
-    target: &Target,
-    config: &Config,
-    rendered: &Rendered,
-    command: &str,
-    no_wait: bool,
-) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, Exit>> {
+/// Creates the cloud's namespace when it does not exist yet: the deploy lock's Lease and the
+/// Secrets of kstack's CA live in it, and both come before the first apply.
+pub(crate) async fn ensure_namespace(cluster: &KubeCluster, config: &Config) -> anyhow::Result<()> {
     use kstack_engine::Cluster as _;
-    // A client of its own: the lock's requests are not the deploy's (its report counts those).
-    let client = kstack_kube::client(target.kubeconfig.as_deref()).await?;
     let namespace = &config.globals.kubernetes_namespace;
     let ns_ref = ObjectRef::new("Namespace", None, namespace);
-    let cluster = KubeCluster::new(client.clone());
     if cluster
         .get(&ns_ref)
         .await
         .with_context(|| format!("reading namespace {namespace}"))?
         .is_none()
     {
-        let manifest = rendered
-            .objects
-            .iter()
-            .map(|o| o.to_json_value())
-            .find(|m| ObjectRef::of(m) == ns_ref)
-            .with_context(|| format!("the rendered cloud has no namespace {namespace}"))?;
+        let manifest = kstack_render::Object::Namespace(kubernetes::namespace(&config.globals))
+            .to_json_value();
         cluster
             .apply(&manifest)
             .await
             .with_context(|| format!("creating namespace {namespace}"))?;
     }
+    Ok(())
+}
+
+/// Takes the cloud's deploy lock for `command`: creates the namespace first if it does not
+/// exist (the Lease lives in it), waits for another writer unless `no_wait`, printing whom it
+/// waits for. `Err(code)` when refused.
+async fn take_lock(
+    target: &Target,
+    config: &Config,
+    command: &str,
+    no_wait: bool,
+) -> anyhow::Result<Result<kstack_kube::lock::DeployLock, Exit>> {
+    // A client of its own: the lock's requests are not the deploy's (its report counts those).
+    let client = kstack_kube::client(target.kubeconfig.as_deref()).await?;
+    let namespace = &config.globals.kubernetes_namespace;
+    let cluster = KubeCluster::new(client.clone());
+    ensure_namespace(&cluster, config).await?;
     let identity = kstack_kube::lock::identity(command);
     let on_wait = |h: &kstack_kube::lock::Holder| {
         eprintln!(
