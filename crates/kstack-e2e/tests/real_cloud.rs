@@ -18,7 +18,7 @@ use serde_json::Value;
 mod support;
 use support::{
     Apis, LoadSwitch, admin_password, admin_token, admin_token_and_project, ceph_for_cinder,
-    real_node, reclaim_volumes, user_load,
+    processes, real_node, reclaim_volumes, run_in_pod, user_load,
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
@@ -99,10 +99,23 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         .await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "kstack verify failed:\n{stdout}\n{stderr}"
-    );
+    if !out.status.success() {
+        // The failed steps first, then what the node says about the guests' network, then
+        // the whole report: a CI log keeps the beginning of a long failure.
+        let failed: Vec<String> = serde_json::from_slice::<Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["steps"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|s| s["result"] == "failed")
+            .map(|s| format!("{}: {}", s["step"], s["detail"]))
+            .collect();
+        panic!(
+            "kstack verify failed: {}\n{}\n{stdout}\n{stderr}",
+            failed.join("\n"),
+            network_diagnostics(&client, &cloud).await
+        );
+    }
     let verdict: Value = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("verify printed no JSON: {stdout}"))?;
     let steps = verdict["steps"].as_array().context("steps")?;
@@ -1808,4 +1821,138 @@ async fn service_records_are_those_of_running_services(
         report.join(", ")
     );
     Ok(())
+}
+
+/// What the real node says about the guests' network after a failed `kstack verify`, each part
+/// best effort: the cloud's pods that restarted, dnsmasq's DHCP lines (from the DHCP agent's
+/// container), Open vSwitch's ports and their VLAN tags, the Neutron agents' and server's last
+/// warnings and errors.
+async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+    let list = match pods.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => return format!("the cloud's pods could not be listed: {e}"),
+    };
+    let mut out = vec!["== the guests' network, as the real node saw it".to_owned()];
+    for p in &list {
+        for c in p
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+        {
+            if c.restart_count > 0 {
+                let last = c
+                    .last_state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .map(|t| {
+                        format!(
+                            "{} (exit {}) at {:?}",
+                            t.reason.as_deref().unwrap_or("?"),
+                            t.exit_code,
+                            t.finished_at
+                        )
+                    })
+                    .unwrap_or_default();
+                out.push(format!(
+                    "restarted: {}/{} {} times, last {last}",
+                    p.metadata.name.as_deref().unwrap_or("?"),
+                    c.name,
+                    c.restart_count
+                ));
+            }
+        }
+    }
+    let named = |prefix: &str| {
+        list.iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
+            .next()
+    };
+    // dnsmasq writes to a file in the DHCP agent's container: read through the agent's
+    // process (whose name the kernel cuts to 15 characters).
+    let dhcp = named("neutron-dhcp-agent-")
+        .ok_or_else(|| anyhow::anyhow!("no DHCP agent pod"))
+        .and_then(|(_, uid)| processes(&[uid], "neutron-dhcp-ag"))
+        .and_then(|pids| {
+            let pid = pids.first().context("no neutron-dhcp-agent process runs")?;
+            Ok(std::fs::read_to_string(format!(
+                "/proc/{pid}/root/var/log/kolla/neutron/dnsmasq.log"
+            ))?)
+        });
+    match dhcp {
+        Ok(log) => {
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("DHCP") || l.contains("started"))
+                .collect();
+            out.push(format!(
+                "dnsmasq, its last {} DHCP lines:",
+                lines.len().min(30)
+            ));
+            out.extend(
+                lines[lines.len().saturating_sub(30)..]
+                    .iter()
+                    .map(|l| format!("  {l}")),
+            );
+        }
+        Err(e) => out.push(format!("dnsmasq's log could not be read: {e}")),
+    }
+    let ports = match named("openvswitch-vswitchd-") {
+        Some((pod, _)) => run_in_pod(
+            &pods,
+            &pod,
+            "ovs-vswitchd",
+            &[
+                "ovs-vsctl",
+                "--format=csv",
+                "--no-headings",
+                "--columns=name,tag",
+                "list",
+                "Port",
+            ],
+            &[],
+            "",
+        )
+        .await
+        .map(|csv| csv.lines().collect::<Vec<_>>().join(" ")),
+        None => Err(anyhow::anyhow!("no openvswitch-vswitchd pod")),
+    };
+    match ports {
+        Ok(p) => out.push(format!("Open vSwitch ports (name,tag): {p}")),
+        Err(e) => out.push(format!("Open vSwitch's ports could not be read: {e}")),
+    }
+    for service in [
+        "neutron-server",
+        "neutron-openvswitch-agent",
+        "neutron-dhcp-agent",
+        "nova-compute",
+    ] {
+        match cloud.run(&["logs", service, "--tail", "3000"]).await {
+            Ok(o) => {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                let bad: Vec<String> = text
+                    .lines()
+                    .filter(|l| l.contains(" WARNING ") || l.contains(" ERROR "))
+                    .map(|l| l.chars().take(300).collect())
+                    .collect();
+                out.push(format!(
+                    "{service}: {} warnings and errors, the last 8:",
+                    bad.len()
+                ));
+                out.extend(
+                    bad[bad.len().saturating_sub(8)..]
+                        .iter()
+                        .map(|l| format!("  {l}")),
+                );
+            }
+            Err(e) => out.push(format!("kstack logs {service}: {e}")),
+        }
+    }
+    out.join("\n")
 }

@@ -22,7 +22,8 @@ use serde_json::Value;
 
 mod support;
 use support::{
-    Apis, LoadSwitch, admin_password, admin_token, password, real_node, reclaim_volumes, user_load,
+    Apis, LoadSwitch, admin_password, admin_token, password, processes, real_node, reclaim_volumes,
+    run_in_pod, user_load,
 };
 
 /// On top of the node globals: the infrastructure replicated, keystone twice, glance and nova
@@ -740,29 +741,6 @@ async fn signal_servers(
     Ok(pids.len())
 }
 
-/// The processes named `comm` on this host (the real node's) that belong to one of the pods
-/// `uids`: a process belongs to a pod when its cgroup path names the pod's UID.
-fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        if name.trim() != comm {
-            continue;
-        }
-        let cgroup = std::fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
-        if uids
-            .iter()
-            .any(|u| cgroup.contains(u) || cgroup.contains(&u.replace('-', "_")))
-        {
-            pids.push(pid);
-        }
-    }
-    Ok(pids)
-}
-
 /// Evaluates an Erlang expression on the RabbitMQ node of `pod` with its rabbitmqctl, run
 /// in the pod as the rabbitmq user.
 async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Result<String> {
@@ -777,45 +755,6 @@ async fn rabbitmqctl_eval(pods: &Api<Pod>, pod: &str, expr: &str) -> anyhow::Res
         "",
     )
     .await
-}
-
-/// Runs `args` in the namespaces of pod `pod`'s first process named `comm`, from this host (the
-/// real node's), as `kubectl exec` would, with `env` added to its environment (kept off its
-/// command line) and `stdin` as its input. Returns its standard output.
-async fn run_in_pod(
-    pods: &Api<Pod>,
-    pod: &str,
-    comm: &str,
-    args: &[&str],
-    env: &[(&str, &str)],
-    stdin: &str,
-) -> anyhow::Result<String> {
-    use tokio::io::AsyncWriteExt;
-    let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
-    let pid = processes(&[uid], comm)?
-        .into_iter()
-        .min()
-        .with_context(|| format!("no {comm} runs in {pod}"))?;
-    let mut child = tokio::process::Command::new("nsenter")
-        .args(["-t", &pid.to_string(), "-m", "-u", "-i", "-n", "-p", "--"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let mut input = child.stdin.take().context("stdin")?;
-    input.write_all(stdin.as_bytes()).await?;
-    drop(input);
-    let out = child.wait_with_output().await?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{} in {pod}: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Writes `rounds` rows through mariadb-0, one at a time, each read through mariadb-1 right

@@ -392,3 +392,65 @@ pub async fn admin_token_and_project(
         .to_owned();
     Ok((token, project))
 }
+
+/// The processes named `comm` on this host (the real node's) that belong to one of the pods
+/// `uids`: a process belongs to a pod when its cgroup path names the pod's UID.
+pub fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if name.trim() != comm {
+            continue;
+        }
+        let cgroup = std::fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
+        if uids
+            .iter()
+            .any(|u| cgroup.contains(u) || cgroup.contains(&u.replace('-', "_")))
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+/// Runs `args` in the namespaces of pod `pod`'s first process named `comm`, from this host (the
+/// real node's), as `kubectl exec` would, with `env` added to its environment (kept off its
+/// command line) and `stdin` as its input. Returns its standard output.
+pub async fn run_in_pod(
+    pods: &kube::Api<kstack_k8s::api::core::v1::Pod>,
+    pod: &str,
+    comm: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: &str,
+) -> anyhow::Result<String> {
+    use tokio::io::AsyncWriteExt;
+    let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
+    let pid = processes(&[uid], comm)?
+        .into_iter()
+        .min()
+        .with_context(|| format!("no {comm} runs in {pod}"))?;
+    let mut child = tokio::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-m", "-u", "-i", "-n", "-p", "--"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut input = child.stdin.take().context("stdin")?;
+    input.write_all(stdin.as_bytes()).await?;
+    drop(input);
+    let out = child.wait_with_output().await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} in {pod}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

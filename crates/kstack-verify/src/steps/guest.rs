@@ -111,9 +111,16 @@ impl Run<'_> {
             if shown.is_empty() {
                 shown = lines[lines.len().saturating_sub(12)..].to_vec();
             }
+            // A guest that booted and reached no network service: what Neutron says of its
+            // ports, their networks' DHCP agents and the agents down.
+            let neutron = if console.booted {
+                format!("; {}", self.neutron_view(id).await)
+            } else {
+                String::new()
+            };
             return Err(Failure {
                 message: format!(
-                    "server {id}: {why} (after {:.1} s; its console: {})",
+                    "server {id}: {why} (after {:.1} s; its console: {}){neutron}",
                     secs(started),
                     shown.join(" | ")
                 ),

@@ -23,6 +23,7 @@ mod horizon;
 mod identity;
 mod image;
 mod network;
+mod neutron_view;
 mod server;
 mod stack;
 mod volume;
