@@ -27,6 +27,30 @@ async fn the_default_cloud_becomes_healthy_and_a_second_deploy_writes_nothing() 
     assert_eq!(code, 0, "deploy failed:\n{stderr}");
     assert_eq!(report["succeeded"], true);
     assert_eq!(report["generation"], 1);
+    // The critical path: a chain from a step that started with the deploy to the step that
+    // ended last, each link starting after the one before it ended.
+    let path = report["critical_path"]
+        .as_array()
+        .context("critical_path")?;
+    let at = |l: &Value, key: &str| l[key].as_f64().unwrap_or(f64::NAN);
+    assert!(path.len() >= 4, "{path:?}");
+    assert!(at(&path[0], "started") < 5.0, "{path:?}");
+    for pair in path.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            at(b, "started") >= at(a, "done"),
+            "{b} starts before {a} ends"
+        );
+    }
+    let end = path.last().map_or(0.0, |l| at(l, "done"));
+    assert!(
+        end <= report["seconds"].as_f64().unwrap_or(0.0) && end > 0.0,
+        "the path ends at {end} s: {report}"
+    );
+    assert!(
+        stderr.contains("critical path ("),
+        "no critical path printed: {stderr}"
+    );
     let status = cloud.status().await?;
     assert!(status.len() >= 20, "{status:?}");
     for s in &status {

@@ -312,6 +312,9 @@ struct DeployOutput<'a> {
     /// The backup of the databases taken before an upgrade.
     #[serde(skip_serializing_if = "Option::is_none")]
     backup: Option<String>,
+    /// The chain of steps that decided when the deploy ended, each with its start, end and
+    /// the wait before it.
+    critical_path: Vec<super::critical::Link>,
 }
 
 async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
@@ -360,6 +363,10 @@ async fn deploy_locked(
     .await?;
     progress.finish();
     let seconds = started.elapsed().as_secs_f64();
+    let critical_path = progress.critical_path();
+    if !critical_path.is_empty() {
+        eprintln!("{}", super::critical::line(&critical_path));
+    }
     for f in &report.failures {
         eprintln!("error: {f}");
     }
@@ -381,6 +388,7 @@ async fn deploy_locked(
         report: &report,
         api_requests: c.counter.counts(),
         backup: backup.as_ref().map(|p| p.display().to_string()),
+        critical_path,
     };
     match args.output {
         Output::Table => {
@@ -769,6 +777,8 @@ struct Progress<'a> {
     started: Instant,
     bar: Option<indicatif::ProgressBar>,
     state: Mutex<(Vec<bool>, Vec<bool>)>,
+    /// Each step's start and, once done, its end (seconds from the start).
+    times: Mutex<Vec<(Option<f64>, Option<f64>)>>,
 }
 
 impl<'a> Progress<'a> {
@@ -790,6 +800,7 @@ impl<'a> Progress<'a> {
             started: Instant::now(),
             bar,
             state: Mutex::new((vec![false; n], vec![false; n])),
+            times: Mutex::new(vec![(None, None); n]),
         }
     }
 
@@ -802,6 +813,15 @@ impl<'a> Progress<'a> {
     }
 
     fn event(&self, e: &Event) {
+        let now = self.started.elapsed().as_secs_f64();
+        {
+            let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+            match e {
+                Event::Started { step } => times[*step].0 = Some(now),
+                Event::Done { step, .. } => times[*step].1 = Some(now),
+                _ => {}
+            }
+        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (running, done) = &mut *st;
         match e {
@@ -863,5 +883,20 @@ impl<'a> Progress<'a> {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+
+    /// The measured critical path of the steps done ([`super::critical`]).
+    fn critical_path(&self) -> Vec<super::critical::Link> {
+        let times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        let names: Vec<String> = self.plan.steps.iter().map(|s| s.name()).collect();
+        let deps: Vec<Vec<usize>> = self.plan.steps.iter().map(|s| s.deps.clone()).collect();
+        let spans: Vec<Option<(f64, f64)>> = times
+            .iter()
+            .map(|t| match t {
+                (Some(a), Some(b)) => Some((*a, *b)),
+                _ => None,
+            })
+            .collect();
+        super::critical::measured(&names, &deps, &spans)
     }
 }

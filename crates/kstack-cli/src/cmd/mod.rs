@@ -14,6 +14,7 @@ pub mod backups;
 pub mod catalog;
 pub mod compose;
 pub mod config;
+mod critical;
 pub mod deploy;
 pub mod dev;
 pub mod inventory;
