@@ -4,8 +4,13 @@
 #
 #   hack/docker.sh up [IMAGES_DIR]   start the engine; load the images it lacks from IMAGES_DIR
 #                                    (default: what hack/images.sh prints, building if needed)
-#   hack/docker.sh down [--purge]    remove kstack's containers, stop the engine; --purge also
-#                                    deletes its data (images, volumes)
+#   hack/docker.sh down [--purge|--purge-state]
+#                                    remove kstack's containers, stop the engine, and remove what
+#                                    the cloud's host-network services left in the machine's
+#                                    namespaces (guests, Open vSwitch's devices, neutron's
+#                                    namespaces); --purge-state also deletes what its services
+#                                    wrote on the host (below), --purge that and its data
+#                                    (images, volumes)
 #   hack/docker.sh build             only build Compose (what `up` does first when needed)
 #   hack/docker.sh status            whether the engine runs, and where
 #   hack/docker.sh env               the variables that point `docker` and kstack at it
@@ -18,6 +23,11 @@
 # into ~/.cache/kstack/tools once and installed as the `docker compose` plugin of a Docker client
 # config directory of its own (~/.cache/kstack/docker-config): nothing outside ~/.cache/kstack
 # and /run/kstack-compose is touched, and `down` leaves nothing running.
+# The services' host state (the catalog's hostPath volumes under /var/lib/kstack: nova-compute's
+# identity, Open vSwitch's database, neutron's DHCP state, ...) is the same place a dev
+# cluster's real node uses: `up` takes it over as hack/realnode.sh does (the state of the
+# cluster there is parked under /var/lib/kstack-parked and put back by that node's next
+# `realnode.sh host-state take` or `up`), so neither cloud finds the other's.
 # Use it as:  eval "$(bash hack/docker.sh env)"; kstack deploy --target compose ...
 set -o errexit -o nounset -o pipefail
 
@@ -152,6 +162,7 @@ cmd_up() {
         start_engine
         log "engine up in $((SECONDS - t0)) s (data $DATA, logs $LOGS)"
     fi
+    KSTACK_DEV_DIR=$DATA bash "$ROOT/hack/realnode.sh" host-state take
     load_images "$images"
     node_address_up
     log "the node's address: $NODE_ADDRESS (set kolla_internal_vip_address: $NODE_ADDRESS in globals.yml)"
@@ -159,8 +170,13 @@ cmd_up() {
 }
 
 cmd_down() {
-    local purge=0
-    [ "${1:-}" = --purge ] && purge=1
+    local purge=0 purge_state=0
+    case "${1:-}" in
+        --purge) purge=1; purge_state=1 ;;
+        --purge-state) purge_state=1 ;;
+        "") ;;
+        *) die "usage: docker.sh down [--purge|--purge-state]" ;;
+    esac
     if running; then
         local ids
         ids=$(DOCKER_HOST=unix://$SOCK docker ps -aq --filter label=com.docker.compose.project)
@@ -183,6 +199,10 @@ cmd_down() {
     mountpoint -q "$DATA" 2>/dev/null && umount "$DATA"
     rm -rf "$RUN_DIR"
     ip link del "$NODE_DEVICE" 2>/dev/null || true
+    bash "$ROOT/hack/realnode.sh" host-state clean-leftovers
+    if [ "$purge_state" = 1 ]; then
+        KSTACK_DEV_DIR=$DATA bash "$ROOT/hack/realnode.sh" host-state purge
+    fi
     if [ "$purge" = 1 ]; then
         rm -rf "$DATA"
         log "engine stopped; its data removed"

@@ -487,6 +487,21 @@ cmd_up() {
 
 stop_proc() { stop_pid_in "$R/pids/$1" 5; }
 
+# What the cloud's host-network services leave in the machine's namespaces, on this target or
+# the single node's (hack/docker.sh down): guests that libvirtd started (they outlive its
+# container), Open vSwitch's userspace-datapath devices, neutron's router and DHCP namespaces
+# and their veth ends.
+host_leftovers_clean() {
+  pkill -9 -f '^/usr/bin/qemu-system-[^ ]* .*-name guest=instance-' 2>/dev/null || true
+  local l m
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
+      | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
+    ip link delete "$l" 2>/dev/null || true
+  done
+  for m in /run/netns/qrouter-* /run/netns/qdhcp-*; do [ -e "$m" ] && { ip netns delete "$(basename "$m")" 2>/dev/null || rm -f "$m"; }; done
+  return 0
+}
+
 cmd_down() {
   [ -d "$R" ] || [ -f "$OWNER_FILE" ] || return 0
   if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ]; then return 0; fi
@@ -503,16 +518,8 @@ cmd_down() {
     kill -9 $pids 2>/dev/null || true
   fi
   stop_proc containerd
-  # What the cloud's host-network services leave in the machine's namespaces: guests that
-  # libvirtd started (they outlive its container), Open vSwitch's userspace-datapath devices,
-  # neutron's router and DHCP namespaces and their veth ends.
-  pkill -9 -f '^/usr/bin/qemu-system-[^ ]* .*-name guest=instance-' 2>/dev/null || true
-  local l m
-  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
-      | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
-    ip link delete "$l" 2>/dev/null || true
-  done
-  for m in /run/netns/qrouter-* /run/netns/qdhcp-*; do [ -e "$m" ] && { ip netns delete "$(basename "$m")" 2>/dev/null || rm -f "$m"; }; done
+  host_leftovers_clean
+  local m
   # Everything mounted under the node's state: pod volumes, container rootfs, netns.
   for _ in 1 2 3; do
     for m in $(awk -v r="$R" -v s="$CTR_STATE" -v c="$CTR_ROOT" '$2 ~ "^("r"|"s"|"c"|/run/netns/cni-|/var/lib/kstack)" {print $2}' /proc/mounts | sort -r); do
@@ -567,7 +574,7 @@ case "${1:-}" in
   status) cmd_status;;
   preflight) preflight;;
   # What `up` and `down --purge` do to the host state, alone (for the tests).
-  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; *) die "usage: realnode.sh host-state take|purge";; esac;;
+  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers";; esac;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
     alive containerd || die "the real node is not running (kstack dev up starts it)"
     for d in "$@"; do import_images "$d"; done;;

@@ -102,6 +102,11 @@ static LEVEL: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid")
 });
 
+/// RabbitMQ's channel error, whose reason it logs as its next error line: the two are one record.
+static RABBIT_CHANNEL_ERROR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Channel error on connection .*, channel \d+:(?:\x1b\[0m)?\s*$").expect("valid")
+});
+
 /// The `(container, line)` pairs of rows of the central log store (`file`, `_time`, `_msg`), in
 /// the order each container wrote them.
 pub fn ordered(rows: &[serde_json::Value]) -> Vec<(&str, &str)> {
@@ -132,8 +137,9 @@ pub struct Scan {
 impl Scan {
     /// Scans `(container, line)` pairs, each container's in the order it wrote them. The lines
     /// of one oslo.log record (a message and the traceback under it, each line with the same
-    /// prefix, and a traceback line with no level of its own that follows) are one record,
-    /// which an entry allows when it matches any of its lines.
+    /// prefix, and a traceback line with no level of its own that follows) are one record, as
+    /// are RabbitMQ's channel error and the reason it logs next; an entry allows a record when
+    /// it matches any of its lines.
     pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
         let mut scan = Scan {
             allowed: vec![0; allow.len()],
@@ -143,6 +149,8 @@ impl Scan {
         let mut records: Vec<(&str, Vec<&str>)> = Vec::new();
         let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         let mut last: BTreeMap<&str, usize> = BTreeMap::new();
+        // A RabbitMQ channel error waiting for its reason, per container.
+        let mut reason_of: BTreeMap<&str, usize> = BTreeMap::new();
         for (container, line) in lines {
             if !is_error(line) {
                 continue;
@@ -157,10 +165,19 @@ impl Scan {
                     records[at].1.push(line);
                     last.insert(container, at);
                 }
-                None => match last.get(container) {
-                    Some(&at) if !LEVEL.is_match(line) => records[at].1.push(line),
-                    _ => records.push((container, vec![line])),
-                },
+                None => {
+                    if let Some(at) = reason_of.remove(container) {
+                        records[at].1.push(line);
+                        continue;
+                    }
+                    match last.get(container) {
+                        Some(&at) if !LEVEL.is_match(line) => records[at].1.push(line),
+                        _ => records.push((container, vec![line])),
+                    }
+                    if RABBIT_CHANNEL_ERROR.is_match(line) {
+                        reason_of.insert(container, records.len() - 1);
+                    }
+                }
             }
         }
         for (container, lines) in records {
@@ -256,5 +273,40 @@ mod tests {
             container_of("/var/log/pods/ns_p_u/keystone/0.log"),
             Some("keystone")
         );
+    }
+
+    #[test]
+    fn a_rabbitmq_channel_error_and_its_reason_are_one_record() {
+        let allow = vec![Allowed {
+            container: Regex::new("^(?:rabbitmq)$").unwrap(),
+            matches: Regex::new("does not have a replica").unwrap(),
+            reason: "a stream starting".into(),
+        }];
+        let lines = [
+            (
+                "rabbitmq",
+                "2026-11-28 10:59:01.844765+00:00 [error] <0.1008.0> Channel error on connection <0.988.0> (10.245.0.41:47452 -> 10.245.0.7:5672, vhost: '/', user: 'openstack'), channel 1:\x1b[0m",
+            ),
+            (
+                "rabbitmq",
+                "2026-11-28 10:59:01.844765+00:00 [error] <0.1008.0> operation basic.consume caused a channel exception precondition_failed: queue 'queue 'x_fanout' in vhost '/'' does not have a replica on the local node",
+            ),
+            (
+                "rabbitmq",
+                "2026-11-28 10:59:02.000000+00:00 [error] <0.1009.0> Channel error on connection <0.989.0> (10.245.0.41:47453 -> 10.245.0.7:5672, vhost: '/', user: 'openstack'), channel 1:",
+            ),
+            (
+                "rabbitmq",
+                "2026-11-28 10:59:02.000000+00:00 [error] <0.1009.0> operation queue.delete caused a channel exception not_found",
+            ),
+        ];
+        let scan = Scan::of(lines, &allow);
+        assert_eq!(scan.errors, 4);
+        assert_eq!(scan.allowed, vec![1]);
+        // The other channel error is one unexpected record with its own reason.
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        let (_, (n, shown)) = scan.unexpected.iter().next().unwrap();
+        assert_eq!(*n, 1);
+        assert!(shown.contains("not_found"), "{shown}");
     }
 }
