@@ -163,6 +163,7 @@ cmd_up() {
         log "engine up in $((SECONDS - t0)) s (data $DATA, logs $LOGS)"
     fi
     KSTACK_DEV_DIR=$DATA bash "$ROOT/hack/realnode.sh" host-state take
+    bash "$ROOT/hack/realnode.sh" host-state netns-shared
     load_images "$images"
     node_address_up
     log "the node's address: $NODE_ADDRESS (set kolla_internal_vip_address: $NODE_ADDRESS in globals.yml)"

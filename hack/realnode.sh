@@ -470,6 +470,7 @@ cmd_up() {
   host_state_take
   trap 'say "the real node did not start; stopping it"; cmd_down; exit 1' ERR INT TERM
   local t0=$SECONDS
+  netns_shared
   network
   containerd_up
   pause_image
@@ -486,6 +487,17 @@ cmd_up() {
 }
 
 stop_proc() { stop_pid_in "$R/pids/$1" 5; }
+
+# Neutron's agents mount their network namespaces under /run/netns with propagation both ways
+# (the catalog's `shared` volume: a pod's mountPropagation Bidirectional, a Compose bind's
+# propagation shared), so a namespace outlives the container that made it and the agent's next
+# container finds it. Both need the host's /run/netns to be a shared mount, as `ip netns` makes
+# it (systemd makes / shared; this machine's / is private).
+netns_shared() {
+  mkdir -p /run/netns
+  mountpoint -q /run/netns || mount --bind /run/netns /run/netns
+  mount --make-shared /run/netns
+}
 
 # What the cloud's host-network services leave in the machine's namespaces, on this target or
 # the single node's (hack/docker.sh down): guests that libvirtd started (they outlive its
@@ -574,7 +586,7 @@ case "${1:-}" in
   status) cmd_status;;
   preflight) preflight;;
   # What `up` and `down --purge` do to the host state, alone (for the tests).
-  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers";; esac;;
+  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; netns-shared) netns_shared;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers|netns-shared";; esac;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
     alive containerd || die "the real node is not running (kstack dev up starts it)"
     for d in "$@"; do import_images "$d"; done;;

@@ -54,6 +54,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::MissingPort { service, .. } => (service, Some("ports")),
         CatalogIssue::PublicNotExposed { service, port } => (service, Some(port.as_str())),
         CatalogIssue::SeveralGateways { service, .. } => (service, Some("public_gateway")),
+        CatalogIssue::BadSharedVolume { service, volume } => (service, Some(volume.as_str())),
         CatalogIssue::UnknownFact {
             service, container, ..
         }
@@ -88,6 +89,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
             format!("services.{service}.ports")
         }
         CatalogIssue::SeveralGateways { .. } => format!("services.{service}.public_gateway"),
+        CatalogIssue::BadSharedVolume { .. } => format!("services.{service}.volumes"),
     };
     let mut line = 0;
     if let Some(text) = text {

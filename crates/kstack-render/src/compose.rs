@@ -162,6 +162,9 @@ pub enum MountKind {
 pub struct BindOptions {
     /// Like Kubernetes' `DirectoryOrCreate`.
     pub create_host_path: bool,
+    /// `shared` for a catalog volume with `shared` (Kubernetes' `Bidirectional`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation: Option<String>,
 }
 
 /// A top-level named volume (no options: the local driver).
@@ -329,6 +332,7 @@ impl SingleNode<'_> {
                     read_only: v.read_only,
                     bind: Some(BindOptions {
                         create_host_path: true,
+                        propagation: v.shared.then(|| "shared".to_owned()),
                     }),
                 },
                 None,

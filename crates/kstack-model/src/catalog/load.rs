@@ -48,6 +48,10 @@ pub enum CatalogIssue {
     #[error("service `{service}` has no containers")]
     NoContainers { service: String },
     #[error(
+        "service `{service}`: volume `{volume}` is shared, which needs a host_path volume of a privileged service (mount propagation both ways); drop `shared` or make it a privileged host_path"
+    )]
+    BadSharedVolume { service: String, volume: String },
+    #[error(
         "service `{service}`: port `{port}` is public but not exposed; a public port is published through the service's Service, so set `expose: true` too"
     )]
     PublicNotExposed { service: String, port: String },
@@ -296,6 +300,14 @@ impl Catalog {
                 issues.push(CatalogIssue::NoContainers {
                     service: name.clone(),
                 });
+            }
+            for v in s.volumes.iter().filter(|v| v.shared) {
+                if !matches!(v.kind, VolumeKind::HostPath { .. }) || !s.privileges.privileged {
+                    issues.push(CatalogIssue::BadSharedVolume {
+                        service: name.clone(),
+                        volume: v.name.clone(),
+                    });
+                }
             }
             for p in s.ports.iter().filter(|p| p.public && !p.expose) {
                 issues.push(CatalogIssue::PublicNotExposed {

@@ -385,6 +385,15 @@ pub struct Volume {
     pub kind: VolumeKind,
     #[serde(default)]
     pub read_only: bool,
+    /// A host path whose mounts are shared both ways between the container and the host (and
+    /// so the service's other containers, and its next container after a restart): what a
+    /// container mounts under it stays on the host. Neutron's agents mount their network
+    /// namespaces under `/run/netns` this way (kolla-ansible's `/run/netns:/run/netns:shared`).
+    /// On Kubernetes `mountPropagation: Bidirectional` (the service must be privileged); on
+    /// Compose a bind with `propagation: shared`. The host's directory must itself be a shared
+    /// mount (as `ip netns` makes `/run/netns`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -257,6 +257,7 @@ pub(super) fn data_volumes(
             name: v.name.clone(),
             mount_path: v.mount_path.clone(),
             read_only: read_only.then_some(true),
+            mount_propagation: v.shared.then(|| "Bidirectional".to_owned()),
             ..Default::default()
         });
     }
