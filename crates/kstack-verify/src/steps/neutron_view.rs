@@ -61,8 +61,7 @@ impl Run<'_> {
 }
 
 /// The first 8 characters of an id, as the messages name resources.
-fn short(id: &Value) -> &str {
-    let id = id.as_str().unwrap_or("?");
+fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
@@ -103,7 +102,7 @@ fn describe(ports: &[Value], networks: &[Network], agents: &[Value]) -> String {
         let host = p["binding:host_id"].as_str().filter(|h| !h.is_empty());
         parts.push(format!(
             "port {} ({}, {}) {} {}, VIF {}",
-            short(&p["id"]),
+            short(p["id"].as_str().unwrap_or("?")),
             p["mac_address"].as_str().unwrap_or("?"),
             fixed_ips(p),
             p["status"].as_str().unwrap_or("?"),
@@ -128,8 +127,7 @@ fn describe(ports: &[Value], networks: &[Network], agents: &[Value]) -> String {
                 .collect();
             format!("DHCP port {}", each.join(", "))
         };
-        let id = n.id.get(..8).unwrap_or(&n.id);
-        parts.push(format!("network {id} {served}, {dhcp_ports}"));
+        parts.push(format!("network {} {served}, {dhcp_ports}", short(&n.id)));
     }
     let down: Vec<String> = agents
         .iter()
