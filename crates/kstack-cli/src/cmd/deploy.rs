@@ -196,36 +196,31 @@ pub fn run(command: DeployCommand) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let kubeconfig = target.kubeconfig.clone();
+    if let DeployCommand::Deploy(args) = command {
+        // Checked before the cluster is touched: a config that loads but cannot be rendered is
+        // bad input (exit 2). The certificate kstack makes is made under the deploy lock, so
+        // the check renders with a throw-away one.
+        let mut check = config.clone();
+        super::tls::fill_example(&mut check, false)?;
+        kubernetes::render(&check).map_err(|e| super::InputError(e.to_string()))?;
+        return runtime.block_on(deploy(args, &config));
+    }
     let mut made_certificate = None;
-    // With TLS on the public endpoints and no operator certificate, the one kstack made is
-    // part of what is rendered: a deploy makes or renews it first, the others read it.
+    // With TLS on the public endpoints and no operator certificate, the certificate kstack
+    // made is part of what is rendered: the read-only commands read it.
     if super::tls::needs_made_certificate(&config) {
-        let (access, renew) = match &command {
-            DeployCommand::Deploy(a) => (Access::Store, a.renew_certificate),
-            _ => (Access::Read, false),
-        };
-        let kubeconfig = target.kubeconfig.clone();
-        let made = runtime.block_on(async {
+        made_certificate = runtime.block_on(async {
             let (client, _) = kstack_kube::counted_client(kubeconfig.as_deref()).await?;
             let cluster = KubeCluster::new(client);
-            // The CA's Secrets live in the cloud's namespace: on a first deploy, made first.
-            if access == Access::Store {
-                super::writer::ensure_namespace(&cluster, &config).await?;
-            }
-            super::tls::fill_from_cluster(&mut config, &cluster, access, renew).await
+            super::tls::fill_from_cluster(&mut config, &cluster, Access::Read, false).await
         })?;
-        if let Some(why) = made.as_ref().and_then(|m| m.renewed.as_deref())
-            && access == Access::Store
-        {
-            eprintln!("public certificate: a new one from kstack's CA ({why})");
-        }
-        made_certificate = made;
     }
     // A config that loads but cannot be rendered is bad input, as in every command (exit 2).
     let rendered = kubernetes::render(&config).map_err(|e| super::InputError(e.to_string()))?;
     runtime.block_on(async {
         match command {
-            DeployCommand::Deploy(args) => deploy(args, &config, &rendered).await,
+            DeployCommand::Deploy(_) => unreachable!("handled above"),
             DeployCommand::Plan(args) => plan(args, &config, &rendered).await,
             DeployCommand::Status(args) => {
                 let cert = super::tls::certificate_status(&config, made_certificate.as_ref());
@@ -317,20 +312,38 @@ struct DeployOutput<'a> {
     critical_path: Vec<super::critical::Link>,
 }
 
-async fn deploy(args: DeployArgs, config: &Config, rendered: &Rendered) -> anyhow::Result<Exit> {
+async fn deploy(args: DeployArgs, config: &Config) -> anyhow::Result<Exit> {
     let (target, no_wait) = (&args.target, args.no_wait);
     under_lock(Writer::Deploy, target, config, no_wait, |waited| {
-        deploy_locked(&args, config, rendered, waited.as_secs_f64())
+        deploy_locked(&args, config, waited.as_secs_f64())
     })
     .await
 }
 
+/// The deploy, holding the deploy lock (which made the namespace on a first deploy): makes or
+/// renews the public endpoints' certificate when kstack makes it, renders, applies.
 async fn deploy_locked(
     args: &DeployArgs,
     config: &Config,
-    rendered: &Rendered,
     lock_waited: f64,
 ) -> anyhow::Result<Exit> {
+    let mut config = config.clone();
+    if super::tls::needs_made_certificate(&config) {
+        // A client of its own: the certificate's requests are not the deploy's.
+        let client = kstack_kube::client(args.target.kubeconfig.as_deref()).await?;
+        let made = super::tls::fill_from_cluster(
+            &mut config,
+            &KubeCluster::new(client),
+            Access::Store,
+            args.renew_certificate,
+        )
+        .await?;
+        if let Some(why) = made.as_ref().and_then(|m| m.renewed.as_deref()) {
+            eprintln!("public certificate: a new one from kstack's CA ({why})");
+        }
+    }
+    let config = &config;
+    let rendered = &kubernetes::render(config).map_err(|e| super::InputError(e.to_string()))?;
     let timeouts = timeouts(config, args.timeout);
     let c = connect(&args.target, config, rendered, &timeouts).await?;
     let backup = match super::backup::before_upgrade(
@@ -776,9 +789,26 @@ struct Progress<'a> {
     plan: &'a Plan,
     started: Instant,
     bar: Option<indicatif::ProgressBar>,
-    state: Mutex<(Vec<bool>, Vec<bool>)>,
-    /// Each step's start and, once done, its end (seconds from the start).
-    times: Mutex<Vec<(Option<f64>, Option<f64>)>>,
+    /// Each step's state, by step id.
+    steps: Mutex<Vec<StepTimes>>,
+}
+
+/// When a step started and ended, in seconds from the deploy's start; running is started and not
+/// ended, done is ended.
+#[derive(Clone, Copy, Default)]
+struct StepTimes {
+    start: Option<f64>,
+    end: Option<f64>,
+    failed: bool,
+}
+
+impl StepTimes {
+    fn running(&self) -> bool {
+        self.start.is_some() && self.end.is_none() && !self.failed
+    }
+    fn done(&self) -> bool {
+        self.end.is_some()
+    }
 }
 
 impl<'a> Progress<'a> {
@@ -794,13 +824,11 @@ impl<'a> Progress<'a> {
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
-        let n = plan.steps.len();
         Progress {
             plan,
             started: Instant::now(),
             bar,
-            state: Mutex::new((vec![false; n], vec![false; n])),
-            times: Mutex::new(vec![(None, None); n]),
+            steps: Mutex::new(vec![StepTimes::default(); plan.steps.len()]),
         }
     }
 
@@ -814,26 +842,16 @@ impl<'a> Progress<'a> {
 
     fn event(&self, e: &Event) {
         let now = self.started.elapsed().as_secs_f64();
-        {
-            let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
-            match e {
-                Event::Started { step } => times[*step].0 = Some(now),
-                Event::Done { step, .. } => times[*step].1 = Some(now),
-                _ => {}
-            }
-        }
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (running, done) = &mut *st;
+        let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
         match e {
             Event::Started { step } => {
-                running[*step] = true;
+                steps[*step].start = Some(now);
                 if self.bar.is_none() {
                     self.line(format!("start {}", self.plan.steps[*step].name()));
                 }
             }
             Event::Done { step, writes } => {
-                running[*step] = false;
-                done[*step] = true;
+                steps[*step].end = Some(now);
                 let s = &self.plan.steps[*step];
                 let what = if *writes > 0 {
                     format!("{writes} writes")
@@ -846,7 +864,7 @@ impl<'a> Progress<'a> {
                 }
             }
             Event::Failed { step, .. } => {
-                running[*step] = false;
+                steps[*step].failed = true;
                 self.line(format!("FAIL  {}", self.plan.steps[*step].name()));
             }
             Event::Pruned { object } => self.line(format!("pruned {object}")),
@@ -856,19 +874,20 @@ impl<'a> Progress<'a> {
                 .plan
                 .steps
                 .iter()
-                .filter(|s| running[s.id])
+                .filter(|s| steps[s.id].running())
                 .map(|s| s.name())
                 .collect();
             // The first waiting step and what it waits on.
+            let done: Vec<bool> = steps.iter().map(StepTimes::done).collect();
             let waiting = self
                 .plan
                 .steps
                 .iter()
-                .find(|s| !running[s.id] && !done[s.id])
+                .find(|s| steps[s.id].start.is_none())
                 .map(|s| {
                     let on: Vec<String> = self
                         .plan
-                        .waiting_on(s.id, done)
+                        .waiting_on(s.id, &done)
                         .into_iter()
                         .map(|d| self.plan.steps[d].name())
                         .collect();
@@ -887,13 +906,13 @@ impl<'a> Progress<'a> {
 
     /// The measured critical path of the steps done ([`super::critical`]).
     fn critical_path(&self) -> Vec<super::critical::Link> {
-        let times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        let steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
         let names: Vec<String> = self.plan.steps.iter().map(|s| s.name()).collect();
         let deps: Vec<Vec<usize>> = self.plan.steps.iter().map(|s| s.deps.clone()).collect();
-        let spans: Vec<Option<(f64, f64)>> = times
+        let spans: Vec<Option<(f64, f64)>> = steps
             .iter()
-            .map(|t| match t {
-                (Some(a), Some(b)) => Some((*a, *b)),
+            .map(|t| match (t.start, t.end) {
+                (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
             })
             .collect();

@@ -79,9 +79,9 @@ where
     result
 }
 
-/// Creates the cloud's namespace when it does not exist yet: the deploy lock's Lease and the
-/// Secrets of kstack's CA live in it, and both come before the first apply.
-pub(crate) async fn ensure_namespace(cluster: &KubeCluster, config: &Config) -> anyhow::Result<()> {
+/// Creates the cloud's namespace when it does not exist yet: the deploy lock's Lease lives in it
+/// (and the Secrets of kstack's CA, made under that lock), and both come before the first apply.
+async fn ensure_namespace(cluster: &KubeCluster, config: &Config) -> anyhow::Result<()> {
     use kstack_engine::Cluster as _;
     let namespace = &config.globals.kubernetes_namespace;
     let ns_ref = ObjectRef::new("Namespace", None, namespace);
