@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Builds every container image of kstack's default cloud to Kolla's 2025.1 image contract, from
-# Debian packages and PyPI only (no container registry), and caches the result by a hash of all
-# its inputs. See docs/IMAGES.md for what is built, how the contract is kept and why this is not
+# Builds every container image of kstack's default cloud to Kolla's image contract, from Debian
+# packages and PyPI only (no container registry), and caches the result by a hash of all its
+# inputs. See docs/IMAGES.md for what is built, how the contract is kept and why this is not
 # kolla-build.
 #
-#   hack/images.sh [--tag TAG]
+#   hack/images.sh [--release RELEASE] [--tag TAG]
+#
+#   --release  the OpenStack release: 2025.1 (the default) or 2024.2; its Python pins are
+#              hack/images/releases/<release>/requirements.txt, its Kolla contract files those of
+#              that release's Kolla
+#   --tag      the images' tag (default <release>-debian-bookworm)
 #
 # Output: the last line on stdout is the result directory, ~/.cache/kstack/images/<hash>/, with
 #   images.tar  one `docker save` of every image (layers stored once)
@@ -27,23 +32,31 @@ usage() {
     exit "${1:-0}"
 }
 
-TAG=2025.1-debian-bookworm
+RELEASE=2025.1
+TAG=
 while [ $# -gt 0 ]; do
     case $1 in
+        --release) [ $# -ge 2 ] || usage 2; RELEASE=$2; shift 2 ;;
+        --release=*) RELEASE=${1#--release=}; shift ;;
         --tag) [ $# -ge 2 ] || usage 2; TAG=$2; shift 2 ;;
         --tag=*) TAG=${1#--tag=}; shift ;;
         -h|--help) usage 0 ;;
         *) echo "images.sh: unknown argument '$1'" >&2; usage 2 ;;
     esac
 done
+# Each release's Kolla: its Dockerfiles' start scripts, users and contract files are used as is.
+case $RELEASE in
+    2025.1) KOLLA_VERSION=20.6.0 ;;  # Epoxy is Kolla's 20.x series
+    2024.2) KOLLA_VERSION=19.8.0 ;;  # Dalmatian, 19.x
+    *) echo "images.sh: unknown release '$RELEASE' (known: 2025.1, 2024.2)" >&2; exit 2 ;;
+esac
+TAG=${TAG:-$RELEASE-debian-bookworm}
 [[ $TAG =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || { echo "images.sh: invalid tag '$TAG'" >&2; exit 2; }
 
 # The image references kstack renders for the dev cluster: {docker_registry}/{docker_namespace}/
 # {image}:{tag} with docker_registry kstack.local and docker_namespace kolla.
 REGISTRY=kstack.local
 NAMESPACE=kolla
-# Kolla 2025.1 (Epoxy) is the 20.x series; one exact release keeps the cache hash meaningful.
-KOLLA_VERSION=20.6.0
 SUITE=bookworm
 MIRROR=${KSTACK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WHEEL_PORT=${KSTACK_IMAGES_WHEEL_PORT:-18739}
@@ -51,6 +64,8 @@ KEEP=${KSTACK_IMAGES_KEEP:-4}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE=$ROOT/hack/images
+# The release's pins of the service venv (kolla-toolbox's are shared by every release).
+REQUIREMENTS=$HERE/releases/$RELEASE/requirements.txt
 # shellcheck source=hack/pidfile.sh
 . "$ROOT/hack/pidfile.sh"
 CACHE=${KSTACK_CACHE:-$HOME/.cache/kstack}
@@ -86,14 +101,15 @@ die() { printf 'images.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # --- the cache key -------------------------------------------------------------------------------
 # Everything that changes what is built: this script, hack/images/ (Dockerfile fragments live in
-# this script; package list, pins, own files there), the Kolla release, the Debian suite and
-# mirror, and the references.
+# this script; package list, pins, own files there; of releases/ only this release's), the Kolla
+# release, the Debian suite and mirror, and the references.
 input_hash() {
     {
-        printf 'tag=%s registry=%s namespace=%s kolla=%s suite=%s mirror=%s\n' \
-            "$TAG" "$REGISTRY" "$NAMESPACE" "$KOLLA_VERSION" "$SUITE" "$MIRROR"
+        printf 'release=%s tag=%s registry=%s namespace=%s kolla=%s suite=%s mirror=%s\n' \
+            "$RELEASE" "$TAG" "$REGISTRY" "$NAMESPACE" "$KOLLA_VERSION" "$SUITE" "$MIRROR"
         sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1
-        (cd "$HERE" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+        (cd "$HERE" && find . -path ./releases -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+        (cd "$HERE" && find "releases/$RELEASE" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     } | sha256sum | cut -c1-16
 }
 HASH=$(input_hash)
@@ -204,7 +220,7 @@ build_victorialogs() {
 step "building victoria-logs and vlagent $VICTORIALOGS_VERSION from the Go module proxy" \
     "$LOGS/victorialogs.log" build_victorialogs
 cp -a "$HERE/files" "$CTX/files"
-cp "$HERE/packages.txt" "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" "$CTX/"
+cp "$HERE/packages.txt" "$REQUIREMENTS" "$HERE/toolbox-requirements.txt" "$CTX/"
 sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$HERE/packages.txt" | sort -u > "$CTX/packages.list"
 cat > "$CTX/files/sources.list" <<EOF
 deb $MIRROR $SUITE main
@@ -297,12 +313,12 @@ for path in sys.argv[2:]:
 PY
 }
 FETCH_PID=
-missing_pins "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" > "$WORK/missing.txt"
+missing_pins "$REQUIREMENTS" "$HERE/toolbox-requirements.txt" > "$WORK/missing.txt"
 if [ -s "$WORK/missing.txt" ]; then
     fetch_wheels() {
         # Some sdists (XStatic-*) import pkg_resources while pip prepares their metadata: build
         # them with the setuptools the lock pins.
-        grep -i '^setuptools==' "$HERE/requirements.txt" > "$WORK/build-constraints.txt"
+        grep -i '^setuptools==' "$REQUIREMENTS" > "$WORK/build-constraints.txt"
         # Debian bookworm's interpreter: CPython 3.11, glibc 2.36.
         PIP_CONSTRAINT=$WORK/build-constraints.txt pip3 download --no-deps --prefer-binary \
             --python-version 3.11 --implementation cp --abi cp311 \
@@ -373,7 +389,7 @@ for path in sys.argv[2:]:
                 print(sdists[key])
 PY
 }
-wheel_missing "$HERE/requirements.txt" "$HERE/toolbox-requirements.txt" | sort -u > "$WORK/sdists.txt" \
+wheel_missing "$REQUIREMENTS" "$HERE/toolbox-requirements.txt" | sort -u > "$WORK/sdists.txt" \
     || die "the wheelhouse is incomplete (see above); delete $WHEELHOUSE and run again"
 # In the background, while kolla-base builds: only the venvs need these wheels.
 build_wheels() {
@@ -393,7 +409,7 @@ EOF
     fi
     build_sdists() {
         local setuptools
-        setuptools=$(grep -i '^setuptools==' "$HERE/requirements.txt")
+        setuptools=$(grep -i '^setuptools==' "$REQUIREMENTS")
         # shellcheck disable=SC2046
         docker run --rm --network none -v "$WHEELHOUSE:/wh" "$BUILDER_IMAGE" sh -ec "
             python3 -m venv /b
