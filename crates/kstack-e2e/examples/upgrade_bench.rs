@@ -36,14 +36,14 @@ async fn main() -> anyhow::Result<()> {
         Ok(c)
     };
     println!("mariadb, rabbitmq and memcached: {replicas} replicas each");
-    let (_, _, install) = deploy(&cluster, &cloud("2025.1")?, false).await?;
+    let (_, _, install) = deploy(&cluster, &cloud("2024.2")?, false).await?;
     println!(
         "install of the default cloud: {:.1} s",
         install.as_secs_f64()
     );
 
     let watch = watch_endpoints(&ns.name).await?;
-    let (plan, _, upgrade) = deploy(&cluster, &cloud("2025.2")?, false).await?;
+    let (plan, _, upgrade) = deploy(&cluster, &cloud("2025.1")?, false).await?;
     let seen = watch.snapshot();
     drop(watch);
 
@@ -64,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
             .count()
     };
     println!(
-        "upgrade 2025.1 -> 2025.2: {:.1} s, {upgraded} services upgraded, {} expand and {} contract migration Jobs",
+        "upgrade 2024.2 -> 2025.1: {:.1} s, {upgraded} services upgraded, {} expand and {} contract migration Jobs",
         upgrade.as_secs_f64(),
         phase_jobs("expand"),
         phase_jobs("contract"),

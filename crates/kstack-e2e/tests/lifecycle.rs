@@ -24,7 +24,9 @@ use serde_json::Value;
 const SMALL: &str = "enable_openstack_core: \"no\"\nenable_keystone: \"yes\"\nenable_glance: \"yes\"\nenable_placement: \"yes\"\nenable_horizon: \"yes\"\n";
 /// The API services whose endpoints must never drop to zero.
 const APIS: &[&str] = &["keystone", "glance-api", "placement-api", "horizon"];
-const NEW: &str = "2025.2";
+/// The upgrade tests start on the older of kstack's releases and move to the newer.
+const OLD: &str = "openstack_release: \"2024.2\"\n";
+const NEW: &str = "2025.1";
 
 /// Per workload of the namespace: kind/name → (pod template, metadata.generation).
 async fn workloads(cloud: &Cloud) -> anyhow::Result<BTreeMap<String, (Value, i64)>> {
@@ -188,7 +190,7 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
 -> anyhow::Result<()> {
     // A readiness delay, so each surge pod is unready for a while, as a real API is.
     let labels = "kstack_pod_labels:\n  keystone: {kstack.io/dev-ready-delay: 2s}\n  glance-api: {kstack.io/dev-ready-delay: 2s}\n  placement-api: {kstack.io/dev-ready-delay: 2s}\n  horizon: {kstack.io/dev-ready-delay: 2s}\n";
-    let cloud = Cloud::new("kstack-upgrade", &format!("{SMALL}{labels}")).await?;
+    let cloud = Cloud::new("kstack-upgrade", &format!("{SMALL}{labels}{OLD}")).await?;
     let (code, _, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "{stderr}");
     let before = workloads(&cloud).await?;
@@ -327,7 +329,7 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
 #[tokio::test]
 async fn an_upgrade_that_never_becomes_ready_is_rolled_back_and_its_dependents_are_untouched()
 -> anyhow::Result<()> {
-    let cloud = Cloud::new("kstack-rollback", SMALL).await?;
+    let cloud = Cloud::new("kstack-rollback", &format!("{SMALL}{OLD}")).await?;
     let (code, _, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "{stderr}");
     let before = workloads(&cloud).await?;
@@ -432,7 +434,7 @@ async fn replicated_infrastructure_keeps_every_service_ready_through_an_upgrade_
     // Three of each infrastructure StatefulSet, each pod unready for a while after it starts.
     let replicated = "kstack_replicas: {mariadb: 3, rabbitmq: 3, memcached: 3}\n\
         kstack_pod_labels:\n  mariadb: {kstack.io/dev-ready-delay: 3s}\n  rabbitmq: {kstack.io/dev-ready-delay: 3s}\n  memcached: {kstack.io/dev-ready-delay: 3s}\n  keystone: {kstack.io/dev-ready-delay: 2s}\n";
-    let cloud = Cloud::new("kstack-ha", &format!("{SMALL}{replicated}")).await?;
+    let cloud = Cloud::new("kstack-ha", &format!("{SMALL}{replicated}{OLD}")).await?;
     let (code, _, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "{stderr}");
     // What clients use: every Service but the StatefulSets' headless peers Services (those

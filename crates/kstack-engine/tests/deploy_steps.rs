@@ -179,13 +179,19 @@ async fn a_changed_service_records_the_new_deploys_steps_and_the_others_keep_the
 #[tokio::test(start_paused = true)]
 async fn a_failed_upgrade_records_the_failed_step_and_the_rollback() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
-    fake.set_image_behaviour("keystone:2025.2", Behaviour::NeverReady);
+    run(
+        &fake,
+        &config(globals(&[("openstack_release", "2024.2")])),
+        false,
+        &Limits::default(),
+    )
+    .await;
+    fake.set_image_behaviour("keystone:2025.1", Behaviour::NeverReady);
     let timeouts = Limits {
         default: Duration::from_secs(60),
         ..Default::default()
     };
-    let new = config(globals(&[("openstack_release", "2025.2")]));
+    let new = config(globals(&[("openstack_release", "2025.1")]));
     let (_, report) = run(&fake, &new, false, &timeouts).await;
     assert!(!report.succeeded());
     let h = history(&fake).await;

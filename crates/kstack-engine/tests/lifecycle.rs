@@ -12,7 +12,9 @@ use kstack_engine::{
 mod common;
 use common::{config, globals, run, run_with};
 
-const NEW: &str = "2025.2";
+/// Clouds start on the older of kstack's releases; upgrades move them to the newer.
+const OLD: &str = "2024.2";
+const NEW: &str = "2025.1";
 
 fn applied(log: &[LogEntry], prefix: &str) -> Vec<usize> {
     log.iter()
@@ -48,7 +50,13 @@ fn image(fake: &FakeCluster, kind: &str, name: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_service() {
     let fake = FakeCluster::new();
-    let (plan, report) = run(&fake, &config(globals(&[])), false, &Limits::default()).await;
+    let (plan, report) = run(
+        &fake,
+        &config(globals(&[("openstack_release", OLD)])),
+        false,
+        &Limits::default(),
+    )
+    .await;
     assert!(report.succeeded());
     assert_eq!(plan.modes["keystone"].mode, Mode::Install);
     // An install runs the full schema sync, no migration phase.
@@ -126,7 +134,7 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
     let k = h.latest("keystone").unwrap();
     assert_eq!(k.generation, 2);
     assert_eq!(k.migration, Some(Migration::Contracted));
-    assert!(k.release.starts_with("2025.2-"), "{}", k.release);
+    assert!(k.release.starts_with(&format!("{NEW}-")), "{}", k.release);
     // Services without contract tasks record no migration state.
     assert_eq!(h.latest("memcached").unwrap().migration, None);
 
@@ -148,7 +156,13 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_whose_pods_never_become_ready_is_rolled_back_and_stops_its_dependents() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
+    run(
+        &fake,
+        &config(globals(&[("openstack_release", OLD)])),
+        false,
+        &Limits::default(),
+    )
+    .await;
     let old = image(&fake, "Deployment", "keystone");
     let old_glance = image(&fake, "Deployment", "glance-api");
     fake.set_image_behaviour(&format!("keystone:{NEW}"), Behaviour::NeverReady);
@@ -225,7 +239,13 @@ async fn an_upgrade_whose_pods_never_become_ready_is_rolled_back_and_stops_its_d
 #[tokio::test(start_paused = true)]
 async fn no_rollback_leaves_the_failed_generation_for_inspection() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
+    run(
+        &fake,
+        &config(globals(&[("openstack_release", OLD)])),
+        false,
+        &Limits::default(),
+    )
+    .await;
     fake.set_image_behaviour(&format!("keystone:{NEW}"), Behaviour::NeverReady);
     let options = Options {
         serial: false,
@@ -258,7 +278,13 @@ async fn no_rollback_leaves_the_failed_generation_for_inspection() {
 #[tokio::test(start_paused = true)]
 async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_since() {
     let fake = FakeCluster::new();
-    run(&fake, &config(globals(&[])), false, &Limits::default()).await;
+    run(
+        &fake,
+        &config(globals(&[("openstack_release", OLD)])),
+        false,
+        &Limits::default(),
+    )
+    .await;
     let old = image(&fake, "Deployment", "keystone");
     // An upgrade in which glance fails: keystone runs the new release on an expanded schema,
     // and no contract phase runs.
@@ -313,7 +339,13 @@ async fn a_manual_rollback_restores_a_generation_unless_a_contract_phase_ran_sin
     assert_eq!((again.current, again.target.generation), (3, 2));
     // A service with one generation has nothing to go back to.
     let single = FakeCluster::new();
-    run(&single, &config(globals(&[])), false, &Limits::default()).await;
+    run(
+        &single,
+        &config(globals(&[("openstack_release", OLD)])),
+        false,
+        &Limits::default(),
+    )
+    .await;
     assert!(matches!(
         kstack_engine::plan_rollback(
             &history(&single).await,

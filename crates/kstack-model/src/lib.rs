@@ -7,4 +7,5 @@ pub mod globals;
 pub mod graph;
 pub mod labels;
 pub mod names;
+pub mod release;
 pub mod settings;

@@ -360,6 +360,53 @@ fn an_override_setting_a_credential_keeps_its_file_secret() {
 /// (heat-api answered 400 to every stack create). Keystone only sends notifications, which
 /// name no queue.
 #[test]
+fn each_release_loads_placement_and_cinder_the_way_its_code_offers() {
+    // 2025.1's projects have WSGI modules; 2024.2's placement and cinder only the scripts their
+    // wheels install (nova has its module in both).
+    for (release, placement, cinder) in [
+        (
+            "2025.1",
+            "module = placement.wsgi.api:application",
+            "module = cinder.wsgi.api:application",
+        ),
+        (
+            "2024.2",
+            "wsgi-file = /var/lib/kolla/venv/bin/placement-api",
+            "wsgi-file = /var/lib/kolla/venv/bin/cinder-wsgi",
+        ),
+    ] {
+        let serde_json::Value::Object(vars) =
+            serde_json::json!({ "enable_cinder": true, "openstack_release": release })
+        else {
+            unreachable!()
+        };
+        let config = Config::from_parts(
+            Globals::from_vars(&vars.into_iter().collect()).unwrap(),
+            kstack_config::testing::passwords(7),
+            BTreeMap::new(),
+            Catalog::builtin().unwrap(),
+        );
+        let files = render_files(&config, Target::Kubernetes).unwrap();
+        for (service, name, want) in [
+            ("placement-api", "placement-api-uwsgi.ini", placement),
+            ("cinder-api", "cinder-api-uwsgi.ini", cinder),
+            (
+                "nova-api",
+                "nova-api-uwsgi.ini",
+                "module = nova.wsgi.osapi_compute:application",
+            ),
+        ] {
+            let text = file(&files, service, name);
+            let apps: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("module =") || l.starts_with("wsgi-file ="))
+                .collect();
+            assert_eq!(apps, [want], "{release} {service}:\n{text}");
+        }
+    }
+}
+
+#[test]
 fn every_rpc_process_with_the_queue_manager_has_a_lock_path() {
     let serde_json::Value::Object(vars) = serde_json::json!({ "enable_cinder": true }) else {
         unreachable!()

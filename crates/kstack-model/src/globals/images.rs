@@ -53,7 +53,11 @@ pub struct Images {
 
 impl ImageSettings {
     pub fn check(&self, t: &mut Issues) -> Images {
-        let openstack_release = t.text("openstack_release", &self.openstack_release);
+        let openstack_release = t.choice(
+            "openstack_release",
+            &self.openstack_release,
+            &crate::release::names(),
+        );
         let kolla_base_distro = t.choice(
             "kolla_base_distro",
             &self.kolla_base_distro,
@@ -249,6 +253,12 @@ impl Globals {
     /// The facts of the image distribution (`kolla_base_distro`). Validation admits only
     /// [`crate::distro::names`]; a `Globals` built by hand with another name gets
     /// kolla-ansible's default, [`crate::distro::DEFAULT`].
+    /// The OpenStack release (`openstack_release`, checked when the globals load).
+    pub fn release(&self) -> crate::release::Release {
+        crate::release::Release::named(&self.images.openstack_release)
+            .unwrap_or(crate::release::DEFAULT)
+    }
+
     pub fn distro(&self) -> crate::distro::Distro {
         crate::distro::Distro::named(&self.images.kolla_base_distro)
             .unwrap_or(crate::distro::DEFAULT)

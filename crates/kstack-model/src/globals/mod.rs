@@ -593,13 +593,25 @@ mod tests {
         assert!(issues[0].help.contains("DNS-1123") && issues[0].help.contains("Jinja"));
         assert!(!issues[1].help.contains("Jinja"));
 
-        // A derived tag names the variable that breaks it.
+        // A release kstack does not deploy is refused, naming the ones it does.
         let issues =
             Globals::from_vars(&vars(json!({"openstack_release": "2025.1/../x"}))).unwrap_err();
         assert_eq!(issues.len(), 1);
         assert_eq!(issues[0].key, "openstack_release");
         assert!(
-            issues[0].message.contains("`2025.1/../x-rocky-9`"),
+            issues[0]
+                .message
+                .contains("`2025.1/../x` is not a supported value")
+                && issues[0].help.contains("2024.2, 2025.1"),
+            "{issues:?}"
+        );
+        // A derived tag names the variable that breaks it.
+        let issues =
+            Globals::from_vars(&vars(json!({"openstack_tag_suffix": "/../x"}))).unwrap_err();
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].key, "openstack_tag_suffix");
+        assert!(
+            issues[0].message.contains("`2025.1-rocky-9/../x`"),
             "{}",
             issues[0].message
         );

@@ -191,6 +191,8 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
         .collect();
     facts.insert("name", distro.name);
     set("distro", Value::from(facts));
+    // What differs per OpenStack release, see kstack_model::release.
+    set("release", release_facts(g.release()));
 
     let db_port = port(c, "mariadb", "mysql")?;
     set(
@@ -441,3 +443,20 @@ pub const RABBITMQ_BOOT_CHECK_SECS: u64 = 10;
 
 /// Seconds a RabbitMQ boot may wait for a peer in a wait without a timeout of its own.
 pub const RABBITMQ_BOOT_HANG_SECS: u64 = 60;
+
+/// A release's facts as the templates' `release` ([`kstack_model::release`]).
+fn release_facts(r: kstack_model::release::Release) -> Value {
+    // Both keys, the one not used none (templates run with strict undefined).
+    let app = |a: kstack_model::release::UwsgiApp| {
+        Value::from(BTreeMap::from([
+            ("module", Value::from(a.module)),
+            ("script", Value::from(a.script)),
+        ]))
+    };
+    Value::from(BTreeMap::from([
+        ("name", Value::from(r.name)),
+        ("codename", Value::from(r.codename)),
+        ("placement_wsgi", app(r.placement_wsgi)),
+        ("cinder_wsgi", app(r.cinder_wsgi)),
+    ]))
+}
