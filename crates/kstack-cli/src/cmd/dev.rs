@@ -38,7 +38,10 @@ enum Action {
     /// Build the cloud's images to Kolla's contract from Debian packages and PyPI (cached by a
     /// hash of their inputs); prints the directory holding the image archive.
     Images {
-        /// Tag of the images (default 2025.1-debian-bookworm).
+        /// The OpenStack release of the images: 2025.1 (the default) or 2024.2.
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(kstack_model::release::names()))]
+        release: Option<String>,
+        /// Tag of the images (default <release>-debian-bookworm).
         #[arg(long)]
         tag: Option<String>,
     },
@@ -93,7 +96,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--real-nodes",
             &real_nodes.to_string(),
         ]),
-        Action::Images { tag } => {
+        Action::Images { release, tag } => {
+            if let Some(release) = release {
+                cmd.args(["--release", &release]);
+            }
             if let Some(tag) = tag {
                 cmd.args(["--tag", &tag]);
             }
