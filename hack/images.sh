@@ -470,6 +470,15 @@ sudoers() {
 }
 # COPY SRC DEST with MODE.
 install_file() { printf 'COPY %s %s\nRUN chmod %s %s\n' "$1" "$2" "$3" "$2"; }
+# kolla_opt FILE CMD...: CMD's output when the release's Kolla has $K/FILE, else nothing (files
+# a later Kolla added: 2024.2's has no kolla_patch, no kolla_nova_libvirt_start, no neutron
+# wrappers and no l3 agent extend_start).
+kolla_opt() { local f=$1; shift; if [ -e "$CTX/$K/$f" ]; then "$@"; fi; }
+PATCH_BIN=$(kolla_opt base/kolla_patch.sh echo "/usr/local/bin/kolla_patch ")
+WRAPPERS=()
+for w in dnsmasq haproxy keepalived neutron-keepalived-state-change radvd copy-wrappers delete-wrappers; do
+    if [ -e "$CTX/$K/neutron/neutron-base/$w" ]; then WRAPPERS+=("$K/neutron/neutron-base/$w"); fi
+done
 
 # parent and body of every image built here; the key is the image (or intermediate) name.
 declare -A PARENT BODY
@@ -500,12 +509,12 @@ COPY $K/base/start.sh /usr/local/bin/kolla_start
 COPY $K/base/copy_cacerts.sh /usr/local/bin/kolla_copy_cacerts
 COPY $K/base/install_projects.sh /usr/local/bin/kolla_install_projects
 COPY $K/base/httpd_setup.sh /usr/local/bin/kolla_httpd_setup
-COPY $K/base/kolla_patch.sh /usr/local/bin/kolla_patch
+$(kolla_opt base/kolla_patch.sh echo "COPY $K/base/kolla_patch.sh /usr/local/bin/kolla_patch")
 COPY $K/base/healthcheck_curl $K/base/healthcheck_filemod $K/base/healthcheck_listen $K/base/healthcheck_port $K/base/healthcheck_socket /usr/local/bin/
 COPY $K/base/sudoers /etc/sudoers
 RUN touch /usr/local/bin/kolla_extend_start \\
  && chmod 755 /usr/local/bin/kolla_start /usr/local/bin/kolla_set_configs /usr/local/bin/kolla_copy_cacerts \\
-              /usr/local/bin/kolla_install_projects /usr/local/bin/kolla_patch /usr/local/bin/healthcheck_* \\
+              /usr/local/bin/kolla_install_projects ${PATCH_BIN}/usr/local/bin/healthcheck_* \\
  && chmod 644 /usr/local/bin/kolla_extend_start /usr/local/bin/kolla_httpd_setup \\
  && chmod 440 /etc/sudoers \\
  && mkdir -p /var/log/kolla && chown :kolla /var/log/kolla && chmod 2775 /var/log/kolla
@@ -646,7 +655,7 @@ RUN apt-get update \\
 $(configure_user nova qemu)
 RUN rm -f /etc/libvirt/qemu/networks/default.xml /etc/libvirt/qemu/networks/autostart/default.xml
 $(install_file $K/nova/nova-libvirt/extend_start.sh /usr/local/bin/kolla_extend_start 644)
-$(install_file $K/nova/nova-libvirt/kolla_nova_libvirt_start.sh /usr/local/bin/kolla_nova_libvirt_start 744)
+$(kolla_opt nova/nova-libvirt/kolla_nova_libvirt_start.sh install_file $K/nova/nova-libvirt/kolla_nova_libvirt_start.sh /usr/local/bin/kolla_nova_libvirt_start 744)
 EOF
 )"
 
@@ -654,8 +663,8 @@ add neutron-base "$(inter openstack)" "$(cat <<EOF
 $(configure_user neutron)
 $(project_etc neutron)
 RUN mkdir -p /etc/neutron/plugins/ml2 /usr/local/lib/neutron-wrappers /usr/local/etc/neutron-wrappers
-COPY $K/neutron/neutron-base/dnsmasq $K/neutron/neutron-base/haproxy $K/neutron/neutron-base/keepalived $K/neutron/neutron-base/neutron-keepalived-state-change $K/neutron/neutron-base/radvd $K/neutron/neutron-base/copy-wrappers $K/neutron/neutron-base/delete-wrappers /usr/local/lib/neutron-wrappers/
-RUN chmod +x /usr/local/lib/neutron-wrappers/copy-wrappers /usr/local/lib/neutron-wrappers/delete-wrappers
+$(kolla_opt neutron/neutron-base/copy-wrappers echo "COPY ${WRAPPERS[*]} /usr/local/lib/neutron-wrappers/
+RUN chmod +x /usr/local/lib/neutron-wrappers/copy-wrappers /usr/local/lib/neutron-wrappers/delete-wrappers")
 $(sudoers $K/neutron/neutron-base/neutron_sudoers kolla_neutron_sudoers)
 $(install_file $K/neutron/neutron-base/extend_start.sh /usr/local/bin/kolla_extend_start 644)
 RUN touch /usr/local/bin/kolla_neutron_extend_start && chmod 644 /usr/local/bin/kolla_neutron_extend_start
@@ -673,7 +682,7 @@ USER neutron
 EOF
 )"
 add neutron-l3-agent "$(inter neutron-base)" "$(cat <<EOF
-$(install_file $K/neutron/neutron-l3-agent/extend_start.sh /usr/local/bin/kolla_extend_start 644)
+$(kolla_opt neutron/neutron-l3-agent/extend_start.sh install_file $K/neutron/neutron-l3-agent/extend_start.sh /usr/local/bin/kolla_extend_start 644)
 USER neutron
 EOF
 )"

@@ -223,7 +223,9 @@ impl Distro {
 /// Checks that every `{fact}` in `text` names a known fact (the same for every distribution).
 pub fn check(text: &str) -> Result<(), UnknownFact> {
     ALL[0]
-        .expand_with(text, &|n| TARGET_FACTS.contains(&n).then(String::new))
+        .expand_with(text, &|n| {
+            (TARGET_FACTS.contains(&n) || crate::release::FACTS.contains(&n)).then(String::new)
+        })
         .map(drop)
 }
 

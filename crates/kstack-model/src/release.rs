@@ -44,7 +44,14 @@ pub struct Release {
     pub placement_wsgi: UwsgiApp,
     /// Cinder's WSGI application: `cinder.wsgi.api` exists from 2025.1.
     pub cinder_wsgi: UwsgiApp,
+    /// nova-libvirt's command (`{nova_libvirt_command}` in the catalog): Kolla's start script
+    /// from 2025.1 (virtlogd beside libvirtd); before it libvirtd itself. kstack's qemu.conf
+    /// writes consoles to files, so neither needs virtlogd.
+    pub nova_libvirt_command: &'static str,
 }
+
+/// The facts a catalog string may name as `{fact}` ([`Release::fact`]).
+pub const FACTS: &[&str] = &["nova_libvirt_command"];
 
 /// 2024.2 (Dalmatian).
 pub const DALMATIAN: Release = Release {
@@ -52,6 +59,7 @@ pub const DALMATIAN: Release = Release {
     codename: "dalmatian",
     placement_wsgi: script("placement-api"),
     cinder_wsgi: script("cinder-wsgi"),
+    nova_libvirt_command: "/usr/sbin/libvirtd --listen",
 };
 
 /// 2025.1 (Epoxy), the default.
@@ -60,6 +68,7 @@ pub const EPOXY: Release = Release {
     codename: "epoxy",
     placement_wsgi: module("placement.wsgi.api:application"),
     cinder_wsgi: module("cinder.wsgi.api:application"),
+    nova_libvirt_command: "/usr/local/bin/kolla_nova_libvirt_start",
 };
 
 /// Every release kstack deploys, oldest first: the only list of them.
@@ -72,6 +81,14 @@ impl Release {
     /// The release of that `openstack_release` name.
     pub fn named(name: &str) -> Option<Release> {
         ALL.into_iter().find(|r| r.name == name)
+    }
+
+    /// The value of one of [`FACTS`].
+    pub fn fact(&self, name: &str) -> Option<&'static str> {
+        match name {
+            "nova_libvirt_command" => Some(self.nova_libvirt_command),
+            _ => None,
+        }
     }
 }
 
@@ -95,6 +112,9 @@ mod tests {
         assert_eq!(Release::named("2024.2"), Some(DALMATIAN));
         assert_eq!(Release::named("2025.2"), None);
         for r in ALL {
+            for f in FACTS {
+                assert!(r.fact(f).is_some_and(|v| !v.is_empty()), "{}: {f}", r.name);
+            }
             // Exactly one way to load each application.
             for app in [r.placement_wsgi, r.cinder_wsgi] {
                 assert!(app.module.is_some() != app.script.is_some(), "{r:?}");

@@ -360,12 +360,17 @@ pub fn render_files(config: &Config, target: Target) -> Result<Vec<ContainerFile
         let mut variants: Vec<ContainerFiles> = Vec::new();
         for c in &service.containers {
             let bind = target.bind_address(&config.globals);
-            let mut kolla = KollaConfig::for_container(c, &config.globals.distro(), &bind)
-                .map_err(|e| RenderError::UnknownFact {
-                    service: name.clone(),
-                    container: c.name.clone(),
-                    message: e.to_string(),
-                })?;
+            let mut kolla = KollaConfig::for_container(
+                c,
+                &config.globals.distro(),
+                &config.globals.release(),
+                &bind,
+            )
+            .map_err(|e| RenderError::UnknownFact {
+                service: name.clone(),
+                container: c.name.clone(),
+                message: e.to_string(),
+            })?;
             // A key repository is a read-only Secret on Kubernetes: nothing to chown there.
             if target == Target::Kubernetes {
                 kolla.permissions.retain(|p| {

@@ -9,6 +9,7 @@
 
 use kstack_model::catalog;
 use kstack_model::distro::{Distro, UnknownFact};
+use kstack_model::release::Release;
 use serde::Serialize;
 
 /// Where Kolla's `kolla_set_configs` reads `config.json` and its sources.
@@ -33,15 +34,23 @@ pub struct KollaConfigFile {
 }
 
 impl KollaConfig {
-    /// The `config.json` of a catalog container for the image distribution `distro`: sources
-    /// under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and destinations expanded (the
-    /// target's `{bind_address}` to `bind_address`).
+    /// The `config.json` of a catalog container for the image distribution `distro` and the
+    /// OpenStack `release`: sources under [`KOLLA_CONFIG_DIR`], the `{fact}`s of command and
+    /// destinations expanded (the target's `{bind_address}` to `bind_address`, a release's
+    /// facts to its values).
     pub fn for_container(
         c: &catalog::Container,
         distro: &Distro,
+        release: &Release,
         bind_address: &str,
     ) -> Result<KollaConfig, UnknownFact> {
-        let target = |name: &str| (name == "bind_address").then(|| bind_address.to_owned());
+        let target = |name: &str| {
+            if name == "bind_address" {
+                Some(bind_address.to_owned())
+            } else {
+                release.fact(name).map(str::to_owned)
+            }
+        };
         Ok(KollaConfig {
             command: distro.expand_with(&c.command, &target)?,
             config_files: c

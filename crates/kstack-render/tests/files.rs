@@ -360,19 +360,22 @@ fn an_override_setting_a_credential_keeps_its_file_secret() {
 /// (heat-api answered 400 to every stack create). Keystone only sends notifications, which
 /// name no queue.
 #[test]
-fn each_release_loads_placement_and_cinder_the_way_its_code_offers() {
+fn each_release_runs_what_its_code_and_images_offer() {
     // 2025.1's projects have WSGI modules; 2024.2's placement and cinder only the scripts their
-    // wheels install (nova has its module in both).
-    for (release, placement, cinder) in [
+    // wheels install (nova has its module in both). Kolla's nova-libvirt start script came with
+    // 2025.1.
+    for (release, placement, cinder, libvirt) in [
         (
             "2025.1",
             "module = placement.wsgi.api:application",
             "module = cinder.wsgi.api:application",
+            "/usr/local/bin/kolla_nova_libvirt_start",
         ),
         (
             "2024.2",
             "wsgi-file = /var/lib/kolla/venv/bin/placement-api",
             "wsgi-file = /var/lib/kolla/venv/bin/cinder-wsgi",
+            "/usr/sbin/libvirtd --listen",
         ),
     ] {
         let serde_json::Value::Object(vars) =
@@ -403,6 +406,9 @@ fn each_release_loads_placement_and_cinder_the_way_its_code_offers() {
                 .collect();
             assert_eq!(apps, [want], "{release} {service}:\n{text}");
         }
+        let kolla: serde_json::Value =
+            serde_json::from_str(file(&files, "nova-libvirt", "config.json")).unwrap();
+        assert_eq!(kolla["command"], libvirt, "{release}");
     }
 }
 
