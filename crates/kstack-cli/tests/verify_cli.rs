@@ -419,3 +419,123 @@ fn help_has_an_example_and_the_exit_codes() {
     assert!(text.contains("--os-auth-url"), "{text}");
     assert!(text.contains("4 a step failed"), "{text}");
 }
+
+#[test]
+fn keep_leaves_the_server_and_delete_removes_it_and_its_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = config_dir("kubernetes_namespace: \"cloud-k\"\n");
+    set_admin_password(tmp.path(), fake::ADMIN_PASSWORD);
+    let (_rt, cloud, flags) = fake_cloud(Vec::new());
+    let dir = tmp.path().to_str().unwrap();
+    let mut args = vec!["verify", "--config-dir", dir, "--keep", "-o", "json"];
+    args.extend(flags.iter().map(String::as_str));
+    let out = kstack(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let prefix = report["prefix"].as_str().unwrap().to_owned();
+    assert_eq!(report["kept"]["prefix"], prefix.as_str(), "{report}");
+    let server = report["kept"]["server_id"].as_str().unwrap().to_owned();
+    assert!(report["cleanup"].as_array().unwrap().is_empty(), "{report}");
+    assert!(
+        cloud
+            .lock()
+            .unwrap()
+            .leftovers()
+            .contains(&format!("server {server}"))
+    );
+    // The kept run's directory: owner-only, with the scratch user's password (never printed).
+    let kept_dir = tmp.path().join("verify").join(&prefix);
+    assert_eq!(report["kept_dir"], kept_dir.to_str().unwrap(), "{report}");
+    let file = kept_dir.join("kept.json");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&kept_dir), 0o700);
+    assert_eq!(mode(&file), 0o600);
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let password = kept["user_password"].as_str().unwrap();
+    assert!(password.len() >= 20);
+    assert!(!stdout.contains(password) && !stderr.contains(password));
+
+    // --delete with a prefix that was not kept changes nothing (exit 2, the path named).
+    let mut missing = vec![
+        "verify",
+        "--config-dir",
+        dir,
+        "--delete",
+        "kstack-verify-00000000",
+    ];
+    missing.extend(flags.iter().map(String::as_str));
+    let out = kstack(&missing);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("kstack-verify-00000000") && stderr.contains("nothing deleted"),
+        "{stderr}"
+    );
+    assert!(
+        cloud
+            .lock()
+            .unwrap()
+            .leftovers()
+            .contains(&format!("server {server}"))
+    );
+    // Not a prefix at all: refused by the flag's check.
+    let out = kstack(&["verify", "--config-dir", dir, "--delete", "../etc"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let mut delete = vec!["verify", "--config-dir", dir, "--delete", &prefix];
+    delete.extend(flags.iter().map(String::as_str));
+    let out = kstack(&delete);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("deleted server {prefix}")),
+        "{stderr}"
+    );
+    assert_eq!(cloud.lock().unwrap().leftovers(), Vec::<String>::new());
+    assert!(!kept_dir.exists());
+    assert!(!stderr.contains(password) && !stderr.contains(fake::ADMIN_PASSWORD));
+}
+
+#[test]
+fn keep_and_delete_together_are_refused() {
+    let out = kstack(&["verify", "--keep", "--delete", "kstack-verify-0000abcd"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--keep") && stderr.contains("--delete"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_kept_run_tells_how_to_delete_it() {
+    let tmp = config_dir("kubernetes_namespace: \"cloud-t\"\n");
+    set_admin_password(tmp.path(), fake::ADMIN_PASSWORD);
+    let (_rt, _cloud, flags) = fake_cloud(Vec::new());
+    let dir = tmp.path().to_str().unwrap();
+    let mut args = vec!["verify", "--config-dir", dir, "--keep"];
+    args.extend(flags.iter().map(String::as_str));
+    let out = kstack(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("delete it: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let prefix = line.rsplit(' ').next().unwrap();
+    assert_eq!(
+        line,
+        format!("delete it: kstack --config-dir {dir} verify --delete {prefix}")
+    );
+    assert!(stdout.contains("kept in the cloud: "), "{stdout}");
+    assert!(
+        tmp.path()
+            .join("verify")
+            .join(prefix)
+            .join("kept.json")
+            .is_file()
+    );
+}

@@ -31,6 +31,28 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    const ALL: [Kind; 14] = [
+        Kind::Project,
+        Kind::User,
+        Kind::Image,
+        Kind::Network,
+        Kind::Subnet,
+        Kind::Router,
+        Kind::RouterInterface,
+        Kind::Flavor,
+        Kind::Server,
+        Kind::Stack,
+        Kind::Volume,
+        Kind::Keypair,
+        Kind::SecurityGroup,
+        Kind::FloatingIp,
+    ];
+
+    /// The kind [`Kind::name`] names.
+    pub fn named(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Project => "project",
@@ -56,6 +78,15 @@ impl Kind {
 pub(crate) enum Owner {
     Admin,
     User,
+}
+
+impl Owner {
+    pub fn name(self) -> &'static str {
+        match self {
+            Owner::Admin => "admin",
+            Owner::User => "user",
+        }
+    }
 }
 
 /// One created resource.

@@ -17,7 +17,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod cleanup;
 #[cfg(feature = "fake")]
@@ -140,6 +140,10 @@ pub struct Settings {
     /// When the cloud has no external network: the subnet (CIDR) of a scratch one the run
     /// makes as the admin (flat, on `physnet1`, its first address the gateway) and deletes.
     pub external_subnet: Option<String>,
+    /// Leave what the run made in the cloud instead of deleting it (the server running, its
+    /// floating IP, network, project and user): [`Report::kept`] says what, and
+    /// [`delete_kept`] deletes it later.
+    pub keep: bool,
 }
 
 impl Settings {
@@ -173,6 +177,7 @@ impl Settings {
             guest: None,
             external_network: None,
             external_subnet: None,
+            keep: false,
         }
     }
 
@@ -371,8 +376,62 @@ pub struct Report {
     pub auth_url: String,
     pub steps: Vec<StepReport>,
     pub cleanup: Vec<CleanupReport>,
+    /// What the run left in the cloud, with [`Settings::keep`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Kept>,
+    /// What deleting the kept resources and logging in to the kept guest need; never printed.
+    #[serde(skip)]
+    pub kept_secrets: Option<KeptSecrets>,
     /// The whole run, cleanup included.
     pub seconds: f64,
+}
+
+/// What a run with [`Settings::keep`] left in the cloud: everything it made and did not delete
+/// within a step, oldest first, for a look at it and for [`delete_kept`] later. It holds no
+/// secret; those are in [`KeptSecrets`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    pub prefix: String,
+    /// The scratch project and user the user's resources belong to.
+    pub project_id: Option<String>,
+    pub user_id: Option<String>,
+    /// The server left running, when the server step got that far.
+    pub server_id: Option<String>,
+    /// Its floating IP, when the cloud has an external network.
+    pub floating_ip: Option<String>,
+    /// The guest's user that the run's key logs in as, when the server boots a guest image.
+    pub login_user: Option<String>,
+    pub resources: Vec<KeptResource>,
+}
+
+/// One resource a kept run made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptResource {
+    /// What it is (`server`, `floating IP`, ...).
+    pub kind: String,
+    pub id: String,
+    /// The URL that deletes it (DELETE; PUT with `body` for a router interface).
+    pub url: String,
+    /// Whose token deletes it: `admin` or `user`.
+    pub owner: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+}
+
+/// The secrets of a kept run, which [`delete_kept`] needs and an operator needs to log in to
+/// the guest; never part of a [`Report`].
+#[derive(Clone, PartialEq)]
+pub struct KeptSecrets {
+    /// The scratch user's password.
+    pub user_password: Password,
+    /// The run's SSH private key (OpenSSH format), when the server boots a guest image.
+    pub ssh_private_key: Option<Password>,
+}
+
+impl fmt::Debug for KeptSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeptSecrets(<redacted>)")
+    }
 }
 
 impl Report {
@@ -485,7 +544,14 @@ pub async fn run(
             reports.push(r);
         }
     }
-    let cleanup = state.cleanup(on_event).await;
+    // A kept run leaves everything, also after a failure: that is when a look at it helps most.
+    // An interrupted one cleans up as always.
+    let (cleanup, kept) = if settings.keep && !interrupted {
+        (Vec::new(), Some(state.kept()))
+    } else {
+        (state.cleanup(on_event).await, None)
+    };
+    let (kept, kept_secrets) = kept.unzip();
     let passed = !interrupted
         && reports
             .iter()
@@ -498,8 +564,63 @@ pub async fn run(
         auth_url: state.redactor.redact(&settings.auth_url),
         steps: reports,
         cleanup,
+        kept,
+        kept_secrets,
         seconds: started.elapsed().as_secs_f64(),
     }
+}
+
+/// How long the kept run's guest has been up: an SSH login at its floating IP with the run's
+/// key, then `/proc/uptime`. A guest that still runs since the run answers with more than the
+/// time since then; one that rebooted, with less.
+pub async fn kept_guest_uptime(
+    kept: &Kept,
+    secrets: &KeptSecrets,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let (Some(ip), Some(user), Some(key)) = (
+        &kept.floating_ip,
+        &kept.login_user,
+        &secrets.ssh_private_key,
+    ) else {
+        return Err(format!(
+            "the kept run {} has no guest to log in to (no floating IP, guest user or key)",
+            kept.prefix
+        ));
+    };
+    let key = ssh::Key::from_openssh(key.expose())?;
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| format!("the kept floating IP {ip:?} is not an address"))?;
+    let session = ssh::Session::login(std::net::SocketAddr::new(ip, 22), user, &key, timeout)
+        .await
+        .map_err(|e| format!("server {:?} at {ip}: {e}", kept.server_id))?;
+    let (status, out) = session
+        .run("cat /proc/uptime", timeout)
+        .await
+        .map_err(|e| format!("{ip}: {e}"))?;
+    let secs: f64 = out
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .filter(|_| status == 0)
+        .ok_or_else(|| format!("{ip}: `cat /proc/uptime` exited {status} with {out:?}"))?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Deletes what a kept run left ([`Kept`], with its [`KeptSecrets`]): the user's resources
+/// with the scratch user's token, the rest with the admin's (from `settings`), servers first,
+/// then newest first, as a run's own cleanup does. A resource already gone counts as deleted.
+pub async fn delete_kept(
+    settings: &Settings,
+    kept: &Kept,
+    secrets: &KeptSecrets,
+    on_event: &(dyn Fn(Event<'_>) + Sync),
+) -> Result<Vec<CleanupReport>, String> {
+    let mut state = steps::Run::for_kept(settings, secrets.user_password.clone());
+    state.login_for_kept(kept).await?;
+    state.restore_kept(kept)?;
+    Ok(state.cleanup(on_event).await)
 }
 
 /// The report of a step whose service is disabled, `None` when all it needs is enabled.

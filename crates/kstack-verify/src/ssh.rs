@@ -10,6 +10,7 @@ use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 
 /// A key pair of one verify run.
+#[derive(Clone)]
 pub(crate) struct Key {
     private: Arc<PrivateKey>,
     /// The public key in OpenSSH's one-line format.
@@ -30,6 +31,28 @@ impl Key {
             private: Arc::new(private),
             public,
         })
+    }
+
+    /// The key pair of an OpenSSH private key (a kept run's `id_ed25519`).
+    pub fn from_openssh(text: &str) -> Result<Key, String> {
+        let private = PrivateKey::from_openssh(text)
+            .map_err(|e| format!("reading the SSH private key: {e}"))?;
+        let public = private
+            .public_key()
+            .to_openssh()
+            .map_err(|e| format!("writing the SSH public key: {e}"))?;
+        Ok(Key {
+            private: Arc::new(private),
+            public,
+        })
+    }
+
+    /// The private key in OpenSSH's format, for `ssh -i` (a kept run's guest).
+    pub fn private_openssh(&self) -> Result<String, String> {
+        self.private
+            .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+            .map(|k| k.to_string())
+            .map_err(|e| format!("writing the SSH private key: {e}"))
     }
 }
 

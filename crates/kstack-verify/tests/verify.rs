@@ -682,3 +682,99 @@ async fn without_cinder_the_volume_step_is_skipped_and_never_called() {
     assert_eq!(volume.detail, "cinder not enabled");
     assert!(!fake.lock().unwrap().called("POST /volume"));
 }
+
+#[tokio::test]
+async fn a_kept_run_leaves_its_server_running_and_delete_kept_removes_all_of_it() {
+    let fake = fake::start().await;
+    let mut s = settings(&fake, &[]);
+    s.keep = true;
+    let (report, events) = verify(&s).await;
+    assert!(report.passed, "{report:#?}");
+    assert!(report.cleanup.is_empty(), "{:?}", report.cleanup);
+    let kept = report
+        .kept
+        .clone()
+        .expect("a kept run reports what it kept");
+    let secrets = report.kept_secrets.clone().expect("and its secrets");
+    assert_eq!(kept.prefix, s.prefix);
+    let server = kept.server_id.clone().expect("the server is kept");
+    assert!(
+        kept.project_id.is_some() && kept.user_id.is_some(),
+        "{kept:?}"
+    );
+    // The server runs on, with what it needs; what the steps delete themselves (the stack, the
+    // volume step's volume) is gone.
+    let left = fake.lock().unwrap().leftovers();
+    assert!(left.contains(&format!("server {server}")), "{left:?}");
+    assert!(
+        left.iter().any(|l| l.starts_with("network "))
+            && left.iter().any(|l| l.starts_with("project ")),
+        "{left:?}"
+    );
+    assert!(!left.iter().any(|l| l.starts_with("stack ")), "{left:?}");
+    let kinds: Vec<&str> = kept.resources.iter().map(|r| r.kind.as_str()).collect();
+    assert!(
+        kinds.contains(&"server") && kinds.contains(&"user"),
+        "{kinds:?}"
+    );
+    // No guest image: no key to log in with.
+    assert_eq!(kept.login_user, None);
+    assert_eq!(secrets.ssh_private_key, None);
+    // The scratch user's password is in the secrets only, never in the report or the events.
+    let shown = everything(&report, &events);
+    assert!(!shown.contains(secrets.user_password.expose()), "{shown}");
+    assert!(!format!("{secrets:?}").contains(secrets.user_password.expose()));
+
+    // Later, from what was kept (as the CLI reads it back): everything goes.
+    let back: kstack_verify::Kept =
+        serde_json::from_str(&serde_json::to_string(&kept).unwrap()).unwrap();
+    let later = settings(&fake, &[]);
+    let cleaned = Mutex::new(Vec::new());
+    let reports = kstack_verify::delete_kept(&later, &back, &secrets, &|e| {
+        if let Event::Cleaned(c) = e {
+            cleaned.lock().unwrap().push(c.resource.clone());
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(reports.len(), kept.resources.len());
+    assert!(
+        reports.iter().all(|c| c.result == Outcome::Ok),
+        "{reports:#?}"
+    );
+    assert_eq!(cleaned.into_inner().unwrap().len(), reports.len());
+    // Servers first, as a run's own cleanup.
+    assert!(reports[0].resource.starts_with("server "), "{reports:#?}");
+    assert_eq!(fake.lock().unwrap().leftovers(), Vec::<String>::new());
+    // A second delete finds everything gone and says so.
+    let again = kstack_verify::delete_kept(&later, &back, &secrets, &|_| {})
+        .await
+        .unwrap();
+    assert!(
+        again
+            .iter()
+            .all(|c| c.result == Outcome::Ok && c.detail == "already gone"),
+        "{again:#?}"
+    );
+}
+
+#[tokio::test]
+async fn delete_kept_without_the_admin_deletes_nothing_and_says_why() {
+    let fake = fake::start().await;
+    let mut s = settings(&fake, &[]);
+    s.keep = true;
+    let (report, _) = verify(&s).await;
+    let (kept, secrets) = (report.kept.unwrap(), report.kept_secrets.unwrap());
+    let before = fake.lock().unwrap().leftovers();
+    let mut wrong = settings(&fake, &[]);
+    wrong.password = Password::new("not-the-admin-password");
+    let err = kstack_verify::delete_kept(&wrong, &kept, &secrets, &|_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("401") || err.to_lowercase().contains("auth"),
+        "{err}"
+    );
+    assert!(!err.contains("not-the-admin-password"), "{err}");
+    assert_eq!(fake.lock().unwrap().leftovers(), before);
+}

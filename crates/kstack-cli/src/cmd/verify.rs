@@ -32,6 +32,8 @@ Examples:
   kstack verify --os-auth-url http://10.96.12.34:5000 --horizon-url http://10.96.80.1 -o json
   kstack verify --interface internal --timeout 600
   kstack verify --resolve keystone.openstack.svc=10.96.0.20 --resolve glance-api.openstack.svc=10.96.0.21
+  kstack verify --guest-image DIR --keep      (leave the guest running; prints how to log in)
+  kstack verify --delete kstack-verify-1a2b3c4d   (delete what that kept run left)
 
 Steps, in order: token (POST /v3/auth/tokens as the admin); endpoints (every catalog endpoint
 of an enabled service answers, anything but 5xx); project-user (a project and a user with the
@@ -48,7 +50,10 @@ until gone);
 stack (a one-resource Heat stack, CREATE_COMPLETE, deleted); horizon (/auth/login/ shows a
 login form). A step whose service is disabled in globals.yml is skipped; the first failure
 stops the rest. Everything created is named kstack-verify-<random> and deleted in reverse
-order at the end, also after a failure or Ctrl-C (Ctrl-C twice stops the cleanup too).
+order at the end, also after a failure or Ctrl-C (Ctrl-C twice stops the cleanup too), unless
+--keep leaves it: then <config-dir>/verify/<prefix>/ holds what was kept (kept.json, with the
+scratch user's password, mode 0600) and the run's SSH key (id_ed25519), and --delete <prefix>
+deletes it later.
 
 Keystone is reached at its Service, http://keystone.<namespace>.svc:5000, unless
 --os-auth-url says otherwise (from a host that does not resolve cluster DNS: the ClusterIP, a
@@ -127,6 +132,87 @@ pub struct Args {
     /// 172.24.4.1/24 on the other end of its external interface: `--external-subnet 172.24.4.0/24`.
     #[arg(long, value_name = "CIDR", value_parser = parse_cidr)]
     pub external_subnet: Option<String>,
+    /// Leave what the run made in the cloud instead of deleting it: the server running (with
+    /// its floating IP, volume, network and router) and the scratch project and user, also
+    /// when a step failed, to look at. What was kept, and the run's SSH key that logs in to
+    /// the guest, go to <config-dir>/verify/<prefix>/; `kstack verify --delete <prefix>`
+    /// deletes it all.
+    #[arg(long, conflicts_with = "delete")]
+    pub keep: bool,
+    /// Delete what the kept run <prefix> left (`--keep`), then its directory under
+    /// <config-dir>/verify/; runs no step.
+    #[arg(long, value_name = "PREFIX", value_parser = parse_prefix)]
+    pub delete: Option<String>,
+}
+
+/// The prefix of a kept run, `kstack-verify-<8 hex digits>`, as `--delete` names it.
+fn parse_prefix(v: &str) -> Result<String, String> {
+    let ok = v
+        .strip_prefix("kstack-verify-")
+        .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(format!(
+            "expected the prefix of a kept run, kstack-verify-<8 hex digits> (a directory under <config-dir>/verify/); got {v:?}"
+        ))
+    }
+}
+
+/// What `--keep` writes under <config-dir>/verify/<prefix>/ beside the SSH key: what the run
+/// left, and the scratch user's password that deletes the user's part of it.
+#[derive(Serialize, serde::Deserialize)]
+struct KeptFile {
+    #[serde(flatten)]
+    kept: kstack_verify::Kept,
+    user_password: String,
+}
+
+/// The kept file's name in a kept run's directory.
+const KEPT_FILE: &str = "kept.json";
+/// The run's SSH private key in a kept run's directory.
+const KEY_FILE: &str = "id_ed25519";
+
+/// <config-dir>/verify/<prefix>.
+fn kept_dir(config_dir: &std::path::Path, prefix: &str) -> std::path::PathBuf {
+    config_dir.join("verify").join(prefix)
+}
+
+/// Writes a kept run's directory, readable by its owner only; its path.
+fn write_kept(
+    config_dir: &std::path::Path,
+    kept: &kstack_verify::Kept,
+    secrets: &kstack_verify::KeptSecrets,
+) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let dir = kept_dir(config_dir, &kept.prefix);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, text: &str| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        f.write_all(text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
+    };
+    let file = KeptFile {
+        kept: kept.clone(),
+        user_password: secrets.user_password.expose().to_owned(),
+    };
+    write(KEPT_FILE, &serde_json::to_string_pretty(&file)?)?;
+    if let Some(key) = &secrets.ssh_private_key {
+        write(KEY_FILE, key.expose())?;
+    }
+    Ok(dir)
 }
 
 /// Reads a guest image directory.
@@ -169,6 +255,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let redactor = Redactor::new(secrets.iter().cloned());
     let mut settings = settings(&args, &config, Password::new(password))?;
     settings.secrets = secrets;
+    settings.keep = args.keep;
     if let Some(dir) = &args.guest_image {
         match guest_image(dir) {
             Ok(g) => settings.guest = Some(g),
@@ -192,7 +279,43 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             .map_err(|e| super::InputError(format!("the CA of {origin}: {e}")))?;
         settings.ca_certificates.extend(certs);
     }
-    runtime.block_on(verify(args, config, settings, redactor))
+    runtime.block_on(async {
+        resolve_services(&args, &config, &mut settings).await;
+        match &args.delete {
+            Some(prefix) => delete(&args, &settings, prefix).await,
+            None => verify(args, config, settings, redactor).await,
+        }
+    })
+}
+
+/// The catalog names the cloud's Services (`<service>.<namespace>.svc`): with a cluster at
+/// hand, they are reached at their ClusterIPs, so verify runs from any machine on the
+/// cluster's network without its DNS. `--resolve` wins.
+async fn resolve_services(args: &Args, config: &Config, settings: &mut Settings) {
+    if args.to == super::compose::TargetArg::Kubernetes
+        && let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await
+    {
+        let ns = &config.globals.kubernetes_namespace;
+        // A kubeconfig of a cluster that does not answer must not hold up the checks.
+        let lookup = tokio::time::timeout(
+            Duration::from_secs(10),
+            kstack_kube::service_addresses(&client, ns),
+        );
+        match lookup.await {
+            Err(_) => tracing::debug!("no Service addresses: the cluster did not answer in 10 s"),
+            Ok(Err(e)) => tracing::debug!("no Service addresses from the cluster: {e}"),
+            Ok(Ok(found)) => {
+                for (name, ip) in found {
+                    for host in [
+                        format!("{name}.{ns}.svc"),
+                        format!("{name}.{ns}.svc.{CLUSTER_DOMAIN}"),
+                    ] {
+                        settings.resolve.entry(host).or_insert(ip);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The checks' settings from the config directory and the flags.
@@ -300,42 +423,18 @@ struct Output<'a> {
     /// Why no pod logs could be read for a failed step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pod_logs_error: Option<String>,
+    /// Where a kept run's directory is (`--keep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept_dir: Option<std::path::PathBuf>,
 }
 
 async fn verify(
     args: Args,
     config: Config,
-    mut settings: Settings,
+    settings: Settings,
     redactor: Redactor,
 ) -> anyhow::Result<Exit> {
     let tty = std::io::stderr().is_terminal();
-    // The catalog names the cloud's Services (`<service>.<namespace>.svc`): with a cluster at
-    // hand, they are reached at their ClusterIPs, so verify runs from any machine on the
-    // cluster's network without its DNS. `--resolve` wins.
-    if args.to == super::compose::TargetArg::Kubernetes
-        && let Ok(client) = kstack_kube::client(args.target.kubeconfig.as_deref()).await
-    {
-        let ns = &config.globals.kubernetes_namespace;
-        // A kubeconfig of a cluster that does not answer must not hold up the checks.
-        let lookup = tokio::time::timeout(
-            Duration::from_secs(10),
-            kstack_kube::service_addresses(&client, ns),
-        );
-        match lookup.await {
-            Err(_) => tracing::debug!("no Service addresses: the cluster did not answer in 10 s"),
-            Ok(Err(e)) => tracing::debug!("no Service addresses from the cluster: {e}"),
-            Ok(Ok(found)) => {
-                for (name, ip) in found {
-                    for host in [
-                        format!("{name}.{ns}.svc"),
-                        format!("{name}.{ns}.svc.{CLUSTER_DOMAIN}"),
-                    ] {
-                        settings.resolve.entry(host).or_insert(ip);
-                    }
-                }
-            }
-        }
-    }
     eprintln!(
         "kstack verify: {} as {} in project {}, region {}, {} endpoints; resources named {}",
         settings.auth_url,
@@ -390,6 +489,20 @@ async fn verify(
     };
     let report = kstack_verify::run(&settings, cancel, &on_event).await;
     signals.abort();
+    let config_dir = &args.target.config.config_dir;
+    let kept_dir = match (&report.kept, &report.kept_secrets) {
+        (Some(kept), Some(secrets)) => match write_kept(config_dir, kept, secrets) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                eprintln!(
+                    "error: {e:#}; what the run kept (named {}) is left in the cloud",
+                    kept.prefix
+                );
+                return Ok(Exit::Failed);
+            }
+        },
+        _ => None,
+    };
 
     let failed = report.failed_step().filter(|_| !report.interrupted);
     let mut pod_logs = Vec::new();
@@ -420,6 +533,7 @@ async fn verify(
                 report: &report,
                 pod_logs,
                 pod_logs_error,
+                kept_dir: kept_dir.clone(),
             };
             println!("{}", serde_json::to_string_pretty(&out)?);
         }
@@ -453,6 +567,9 @@ async fn verify(
                     eprintln!("  {}: {}", c.resource, c.detail);
                 }
             }
+            if let (Some(kept), Some(dir)) = (&report.kept, &kept_dir) {
+                print_kept(kept, dir, config_dir);
+            }
         }
     }
     Ok(if report.interrupted {
@@ -462,6 +579,100 @@ async fn verify(
     } else {
         Exit::CheckFailed
     })
+}
+
+/// What a kept run left and how to reach and delete it.
+fn print_kept(kept: &kstack_verify::Kept, dir: &std::path::Path, config_dir: &std::path::Path) {
+    println!(
+        "kept in the cloud: {} resources named {} (listed in {})",
+        kept.resources.len(),
+        kept.prefix,
+        dir.join(KEPT_FILE).display()
+    );
+    if let (Some(ip), Some(user)) = (&kept.floating_ip, &kept.login_user) {
+        println!(
+            "log in to the guest: ssh -i {} {user}@{ip}",
+            dir.join(KEY_FILE).display()
+        );
+    }
+    println!(
+        "delete it: kstack --config-dir {} verify --delete {}",
+        config_dir.display(),
+        kept.prefix
+    );
+}
+
+/// `--delete`: deletes what the kept run left, then its directory.
+async fn delete(args: &Args, settings: &Settings, prefix: &str) -> anyhow::Result<Exit> {
+    let config_dir = &args.target.config.config_dir;
+    let dir = kept_dir(config_dir, prefix);
+    let path = dir.join(KEPT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "{}: no kept run {prefix} (its directory is made by `kstack verify --keep`); nothing deleted",
+                path.display()
+            );
+            return Ok(Exit::BadInput);
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let file: KeptFile = match serde_json::from_str(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "{}:{}:{}: not a kept run's file ({e}); nothing deleted",
+                path.display(),
+                e.line(),
+                e.column()
+            );
+            return Ok(Exit::BadInput);
+        }
+    };
+    let secrets = kstack_verify::KeptSecrets {
+        user_password: Password::new(file.user_password),
+        ssh_private_key: None,
+    };
+    let on_event = |e: Event<'_>| {
+        if let Event::Cleaned(c) = e {
+            match c.result {
+                Outcome::Failed => eprintln!("could not delete {}: {}", c.resource, c.detail),
+                _ => eprintln!("deleted {}", c.resource),
+            }
+        }
+    };
+    let reports = match kstack_verify::delete_kept(settings, &file.kept, &secrets, &on_event).await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: deleting the kept run {prefix}: {e}; nothing deleted");
+            return Ok(Exit::CheckFailed);
+        }
+    };
+    let left = reports
+        .iter()
+        .filter(|c| c.result == Outcome::Failed)
+        .count();
+    if args.output == Format::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "prefix": prefix, "cleanup": reports, "passed": left == 0,
+            }))?
+        );
+    }
+    if left > 0 {
+        eprintln!(
+            "{left} of {} resources of {prefix} are still in the cloud; {} is kept, run --delete again",
+            reports.len(),
+            dir.display()
+        );
+        return Ok(Exit::CheckFailed);
+    }
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    eprintln!("deleted the {} resources of {prefix}", reports.len());
+    Ok(Exit::Success)
 }
 
 fn print_table(report: &Report) {

@@ -15,7 +15,7 @@ use crate::secs;
 use crate::ssh::{self, Key};
 
 /// The guest's user (`hack/guest.sh`'s image has CirrOS' user name, as tempest expects).
-const GUEST_USER: &str = "cirros";
+pub(super) const GUEST_USER: &str = "cirros";
 /// Time limit of one command on the guest.
 const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -241,6 +241,7 @@ impl Run<'_> {
             .as_str()
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| Failure::check(format!("floating IP {fip} has no address")))?;
+        self.floating_ip = Some(address.to_string());
         let started = Instant::now();
         let deadline = started + self.s.timeout;
         let addr = std::net::SocketAddr::new(address, 22);

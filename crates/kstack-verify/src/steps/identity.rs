@@ -188,6 +188,8 @@ impl Run<'_> {
                 Body::None,
             )
             .await?;
+        self.project_id = Some(project_id.clone());
+        self.user_id = Some(user_id.clone());
         let password = self.user_password.clone();
         let session = self
             .authenticate(

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use crate::cleanup::{Created, Kind, Owner};
 use crate::http::{Api, Body, CallError};
 use crate::{
-    Event, Outcome, Password, Redactor, Settings, Step, StepReport, not_run, secs, skipped,
+    Event, Kept, KeptResource, KeptSecrets, Outcome, Password, Redactor, Settings, Step,
+    StepReport, not_run, secs, skipped,
 };
 
 mod guest;
@@ -93,6 +94,13 @@ pub(crate) struct Run<'a> {
     flavor_id: Option<String>,
     /// The external network the router's gateway is on (id), when the cloud has one.
     external_id: Option<String>,
+    /// What a kept run reports: the scratch project and user, the first server, its
+    /// floating IP and the run's SSH key.
+    project_id: Option<String>,
+    user_id: Option<String>,
+    server_id: Option<String>,
+    floating_ip: Option<String>,
+    ssh_key: Option<crate::ssh::Key>,
 }
 
 impl<'a> Run<'a> {
@@ -122,7 +130,98 @@ impl<'a> Run<'a> {
             second_network: None,
             flavor_id: None,
             external_id: None,
+            project_id: None,
+            user_id: None,
+            server_id: None,
+            floating_ip: None,
+            ssh_key: None,
         }
+    }
+
+    /// The state that deletes a kept run's resources: its scratch user's password.
+    pub fn for_kept(s: &'a Settings, user_password: Password) -> Run<'a> {
+        let mut run = Run::new(s);
+        run.redactor.add(user_password.clone());
+        run.user_password = user_password;
+        run
+    }
+
+    /// What this run made and did not delete, and the secrets that reach it.
+    pub fn kept(&mut self) -> (Kept, KeptSecrets) {
+        let resources = std::mem::take(&mut self.created)
+            .into_iter()
+            .map(|c| KeptResource {
+                kind: c.kind.name().to_owned(),
+                id: c.id,
+                url: c.url,
+                owner: c.owner.name().to_owned(),
+                body: c.body,
+            })
+            .collect();
+        let kept = Kept {
+            prefix: self.s.prefix.clone(),
+            project_id: self.project_id.clone(),
+            user_id: self.user_id.clone(),
+            server_id: self.server_id.clone(),
+            floating_ip: self.floating_ip.clone(),
+            login_user: self.ssh_key.as_ref().map(|_| guest::GUEST_USER.to_owned()),
+            resources,
+        };
+        let secrets = KeptSecrets {
+            user_password: self.user_password.clone(),
+            // A key that cannot be written out leaves the guest reachable by nobody; the
+            // resources are still deleted with the rest.
+            ssh_private_key: self
+                .ssh_key
+                .as_ref()
+                .and_then(|k| k.private_openssh().ok())
+                .map(Password::new),
+        };
+        (kept, secrets)
+    }
+
+    /// Tokens for deleting a kept run's resources: the admin's, and the scratch user's when
+    /// it can still log in (without it, the admin's token deletes the user's resources too).
+    pub async fn login_for_kept(&mut self, kept: &Kept) -> Result<(), String> {
+        self.token()
+            .await
+            .map_err(|f| self.redactor.redact(&f.message))?;
+        if let (Some(user), Some(project)) = (&kept.user_id, &kept.project_id) {
+            let password = self.user_password.clone();
+            match self
+                .authenticate(json!({ "id": user }), &password, json!({ "id": project }))
+                .await
+            {
+                Ok(session) => self.user = Some(session),
+                Err(f) => tracing::debug!(
+                    "no token of the kept run's user: {}",
+                    self.redactor.redact(&f.message)
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a kept run's resources as this run's own, for [`Run::cleanup`].
+    pub fn restore_kept(&mut self, kept: &Kept) -> Result<(), String> {
+        for r in &kept.resources {
+            let kind = Kind::named(&r.kind)
+                .ok_or_else(|| format!("unknown kind of kept resource {:?}", r.kind))?;
+            let owner = match r.owner.as_str() {
+                "admin" => Owner::Admin,
+                "user" => Owner::User,
+                other => return Err(format!("unknown owner of kept resource {other:?}")),
+            };
+            self.created.push(Created {
+                kind,
+                name: kept.prefix.clone(),
+                id: r.id.clone(),
+                url: r.url.clone(),
+                owner,
+                body: r.body.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Runs every step in order; after a failure the rest are not run.

@@ -62,11 +62,13 @@ impl Run<'_> {
             server["key_name"] = json!(self.s.prefix);
             server["security_groups"] = json!([{ "name": sg }]);
             self.register_key(&token, &nova, &key).await?;
+            self.ssh_key = Some(key.clone());
             Some(key)
         } else {
             None
         };
         let (id, url) = self.boot(&token, &nova, &server).await?;
+        self.server_id = Some(id.clone());
         let booted = Instant::now();
         // The second server boots beside the first (same key and security group).
         let second = match (&key, self.second_network.as_ref()) {
@@ -136,6 +138,18 @@ impl Run<'_> {
         } else {
             None
         };
+        if self.s.keep {
+            let attached = match volume {
+                Some((_, t, written)) => format!(
+                    "; a 1 GiB volume attached (in-use) after {t:.1} s{}",
+                    written.unwrap_or_default()
+                ),
+                None => String::new(),
+            };
+            return Ok(format!(
+                "ACTIVE after {active:.1} s{guest}{attached}; kept running"
+            ));
+        }
         let deleting = Instant::now();
         self.delete_and_wait(Kind::Server, &url, &token).await?;
         let gone = secs(deleting);
