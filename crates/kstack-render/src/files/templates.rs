@@ -157,6 +157,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/nova/libvirt-sasl-user.sh.j2"),
     ),
     (
+        "nova/libvirt-start.sh.j2",
+        include_str!("../../templates/nova/libvirt-start.sh.j2"),
+    ),
+    (
         "nova/libvirt-ceph-secret.xml.j2",
         include_str!("../../templates/nova/libvirt-ceph-secret.xml.j2"),
     ),
