@@ -35,22 +35,47 @@ const REAL_CLOUD: &str = "kstack_timeouts: {default: 900}\nenable_central_loggin
 /// The cloud's public address (REAL_CLOUD's `kolla_external_vip_address`).
 const PUBLIC: &str = "172.24.4.1";
 
+/// The release the cloud is deployed at, and the one its upgrade moves it to, as an operator
+/// does it: `openstack_release` changed in globals.yml, then `kstack deploy`. The images of both
+/// (`hack/images.sh --release`) are imported on the real node; hack/test.sh builds them.
+const FROM: &str = "2024.2";
+const TO: &str = "2025.1";
+
+/// The image tag of `release` on the real node (Debian bookworm, as `hack/images.sh` builds).
+fn tag(release: &str) -> String {
+    format!("{release}-debian-bookworm")
+}
+
+/// The real cloud's globals after its upgrade: [`TO`], with MariaDB, RabbitMQ and memcached
+/// kept at [`FROM`]'s images.
+fn upgraded_globals() -> String {
+    let old = tag(FROM);
+    format!(
+        "{}mariadb_tag: \"{old}\"\nrabbitmq_tag: \"{old}\"\nmemcached_tag: \"{old}\"\n",
+        globals_at(TO)
+    )
+}
+
+/// The real cloud's globals at `release`.
+fn globals_at(release: &str) -> String {
+    format!(
+        "{}{REAL_CLOUD}openstack_release: \"{release}\"\n",
+        real_node_globals()
+    )
+}
+
 #[tokio::test]
 async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result<()> {
     let client = client().await?;
     let node = real_node(&client).await?;
     reclaim_volumes(&client).await?;
 
-    let cloud = Cloud::new(
-        "kstack-real",
-        &format!("{}{REAL_CLOUD}", real_node_globals()),
-    )
-    .await?;
+    let cloud = Cloud::new("kstack-real", &globals_at(FROM)).await?;
     ceph_for_cinder(&client, &cloud).await?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(code, 0, "deploy failed: {report}\n{stderr}");
     eprintln!(
-        "deploy of the default cloud on the real node: {} s",
+        "deploy of the default cloud of {FROM} on the real node: {} s",
         report["seconds"]
     );
 
@@ -86,11 +111,13 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     // The real node's external interface has 172.24.4.1/24 on its other end (hack/realnode.sh):
     // verify's scratch provider network there gives the guest a floating IP this machine
     // reaches.
+    // `--keep`: the first server stays, running, for the upgrade below to carry through.
     let out = cloud
         .run(&[
             "verify",
             "-o",
             "json",
+            "--keep",
             "--guest-image",
             &guest,
             "--external-subnet",
@@ -201,6 +228,10 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
             .join(", ")
     );
 
+    let kept = KeptGuest::read(&verdict)?;
+    // The rest runs on the upgraded cloud: tempest tests the release it was upgraded to.
+    upgrade_without_a_failed_request(&cloud, &client, &kept).await?;
+    kept.delete(&cloud).await?;
     tempest_smoke_passes(&cloud).await?;
     every_api_closes_its_connections(&cloud, &client).await?;
     data_directories_are_written_by_their_services(&cloud, &client).await?;
@@ -209,7 +240,6 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     central_logging_holds_what_keystone_logged(&cloud, &client).await?;
     backup_and_restore_bring_back_the_databases(&cloud, &client).await?;
     scheduled_backups_land_on_their_volume_and_restore(&cloud, &client).await?;
-    upgrade_without_a_failed_request(&cloud, &client).await?;
     the_public_certificate_renews_without_a_failed_request(&cloud, &client).await?;
     service_records_are_those_of_running_services(&cloud, &client).await
 }
@@ -934,23 +964,19 @@ async fn data_directories_are_written_by_their_services(
     Ok(())
 }
 
-/// The image tag of the cloud's images rebuilt under another tag (`hack/images.sh --tag`),
-/// imported beside the first ones: `$KSTACK_E2E_NEXT_TAG` (hack/test.sh sets it).
-fn next_tag() -> anyhow::Result<String> {
-    std::env::var("KSTACK_E2E_NEXT_TAG").context(
-        "KSTACK_E2E_NEXT_TAG is not set: build the images under a second tag with \
-         `hack/images.sh --tag <tag>`, import them with `kstack dev import`, and set it (hack/test.sh does)",
-    )
-}
-
-/// The OpenStack services move to the images of another tag while a user issues tokens and
-/// lists images: no request fails. MariaDB, RabbitMQ and memcached keep their tag: with one
-/// replica each, their upgrade cannot be seamless (replicated infrastructure is for that).
+/// The cloud moves from [`FROM`] to [`TO`] as an operator upgrades it (`openstack_release`
+/// changed, `kstack deploy`: a backup, then per service the expand migrations before its new
+/// pods, the contract ones after every service runs the new release) while a user issues tokens,
+/// creates and deletes images and lists servers: no request fails. MariaDB, RabbitMQ and
+/// memcached keep their images (pinned by tag, as an operator upgrading OpenStack alone does):
+/// with one replica each, their upgrade cannot be seamless (replicated infrastructure is for
+/// that).
 async fn upgrade_without_a_failed_request(
     cloud: &Cloud,
     client: &kube::Client,
+    kept: &KeptGuest,
 ) -> anyhow::Result<()> {
-    let next = next_tag()?;
+    let (old, next) = (tag(FROM), tag(TO));
     let password = admin_password(cloud)?;
 
     let stop = LoadSwitch::new();
@@ -992,20 +1018,19 @@ async fn upgrade_without_a_failed_request(
             text
         })
     };
+    // The guest verify kept answers at its floating IP's SSH port throughout, or says when not.
+    let reach = tokio::spawn(reachability(kept.address()?, stop.clone()));
     // A few rounds before the upgrade: the loop itself works.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
 
-    let old = "2025.1-debian-bookworm";
-    cloud.set_globals(&format!(
-        "{}{REAL_CLOUD}openstack_tag: \"{next}\"\nmariadb_tag: \"{old}\"\nrabbitmq_tag: \"{old}\"\nmemcached_tag: \"{old}\"\n",
-        real_node_globals()
-    ))?;
+    cloud.set_globals(&upgraded_globals())?;
     let (code, report, stderr) = cloud.deploy().await?;
     // Requests after the last pod rolled: the new pods serve.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     stop.stop();
     let load = load.await?;
     let public_load = public_load.await?;
+    let reach = reach.await?;
     assert_eq!(code, 0, "the upgrade failed: {report}\n{stderr}");
     // Before it changed anything, the deploy backed up the databases (into backups/ of the
     // config directory), under the same load.
@@ -1060,7 +1085,7 @@ async fn upgrade_without_a_failed_request(
             let infra = ["mariadb-server", "rabbitmq", "memcached"]
                 .iter()
                 .any(|i| image.contains(&format!("/{i}:")));
-            let want = if infra { old } else { next.as_str() };
+            let want = if infra { &old } else { &next };
             if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
                 assert!(image.ends_with(&format!(":{want}")), "pod {name}: {image}");
                 upgraded += usize::from(!infra);
@@ -1070,11 +1095,175 @@ async fn upgrade_without_a_failed_request(
     assert!(upgraded > 0, "no running pod of an OpenStack service");
     load.assert_clean("during the upgrade");
     public_load.assert_clean("during the upgrade, through the public endpoints");
+    // The server booted before the upgrade runs on: nova says ACTIVE, and the guest, logged in
+    // to again, has been up since before the upgrade (no reboot, no rebuild).
+    kept.still_runs(cloud, client).await?;
     eprintln!(
-        "upgrade to {next}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed; {} rounds through the public endpoints, 0 failed",
+        "the guest kept from verify during the upgrade: {} of {} probes of its SSH port answered, the longest gap {:.0} s",
+        reach.answered,
+        reach.probes,
+        reach.longest_gap.as_secs_f64()
+    );
+    anyhow::ensure!(
+        reach.answered > 0,
+        "the kept guest's SSH port never answered during the upgrade: {reach:?}"
+    );
+    eprintln!(
+        "upgrade from {FROM} to {TO}: {} s; {} rounds of token issue, image create and delete, image list and server list, 0 failed; {} rounds through the public endpoints, 0 failed",
         report["seconds"], load.rounds, public_load.rounds
     );
     Ok(())
+}
+
+/// The server `kstack verify --keep` left running, with what logs in to it.
+struct KeptGuest {
+    kept: kstack_verify::Kept,
+    secrets: kstack_verify::KeptSecrets,
+    /// When verify ended: the guest has been up at least since then.
+    since: std::time::Instant,
+}
+
+impl KeptGuest {
+    /// From verify's JSON report: what it kept, and from its directory the scratch user's
+    /// password and the SSH key (files of mode 0600, as an operator finds them).
+    fn read(verdict: &Value) -> anyhow::Result<KeptGuest> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let kept: kstack_verify::Kept = serde_json::from_value(verdict["kept"].clone())
+            .with_context(|| format!("verify --keep reported nothing kept: {verdict}"))?;
+        let dir = std::path::PathBuf::from(
+            verdict["kept_dir"]
+                .as_str()
+                .with_context(|| format!("verify --keep named no directory: {verdict}"))?,
+        );
+        for name in ["kept.json", "id_ed25519"] {
+            let mode = std::fs::metadata(dir.join(name))?.permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}: mode {mode:o}", dir.join(name).display());
+        }
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("kept.json"))?)?;
+        let password = file["user_password"]
+            .as_str()
+            .context("kept.json has no user_password")?;
+        let key = std::fs::read_to_string(dir.join("id_ed25519"))?;
+        anyhow::ensure!(
+            !verdict.to_string().contains(password),
+            "verify's report shows the scratch user's password"
+        );
+        anyhow::ensure!(
+            kept.server_id.is_some() && kept.floating_ip.is_some(),
+            "verify kept no server with a floating IP: {kept:?}"
+        );
+        Ok(KeptGuest {
+            kept,
+            secrets: kstack_verify::KeptSecrets {
+                user_password: kstack_verify::Password::new(password),
+                ssh_private_key: Some(kstack_verify::Password::new(key)),
+            },
+            since: std::time::Instant::now(),
+        })
+    }
+
+    fn address(&self) -> anyhow::Result<std::net::SocketAddr> {
+        let ip: std::net::IpAddr = self
+            .kept
+            .floating_ip
+            .as_deref()
+            .context("no floating IP")?
+            .parse()?;
+        Ok(std::net::SocketAddr::new(ip, 22))
+    }
+
+    /// Nova says ACTIVE, and the guest has been up since before [`KeptGuest::since`].
+    async fn still_runs(&self, cloud: &Cloud, client: &kube::Client) -> anyhow::Result<()> {
+        let id = self.kept.server_id.as_deref().context("no server")?;
+        let apis = Apis::of(client, &cloud.ns.name).await?;
+        let nova = apis.nova.as_deref().context("no nova-api")?;
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()?;
+        let token = admin_token(&http, &apis.keystone, &admin_password(cloud)?).await?;
+        let server: Value = http
+            .get(format!("{nova}/v2.1/servers/{id}"))
+            .header("X-Auth-Token", &token)
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(
+            server["server"]["status"], "ACTIVE",
+            "the server kept from before the upgrade: {server}"
+        );
+        let uptime = kstack_verify::kept_guest_uptime(
+            &self.kept,
+            &self.secrets,
+            std::time::Duration::from_secs(60),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("the guest kept from before the upgrade: {e}"))?;
+        let since = self.since.elapsed();
+        assert!(
+            uptime >= since,
+            "the guest kept from before the upgrade rebooted: up {uptime:?}, verify ended {since:?} ago"
+        );
+        eprintln!(
+            "the server kept from before the upgrade: ACTIVE, its guest up {:.0} s (verify ended {:.0} s ago)",
+            uptime.as_secs_f64(),
+            since.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// `kstack verify --delete`: everything the kept run made goes.
+    async fn delete(&self, cloud: &Cloud) -> anyhow::Result<()> {
+        let out = cloud
+            .run(&["verify", "--delete", &self.kept.prefix])
+            .await?;
+        assert!(
+            out.status.success(),
+            "kstack verify --delete {}: {}",
+            self.kept.prefix,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !cloud
+                .dir
+                .path()
+                .join("verify")
+                .join(&self.kept.prefix)
+                .exists(),
+            "the kept run's directory is left after --delete"
+        );
+        Ok(())
+    }
+}
+
+/// How a TCP port answered while [`reachability`] probed it.
+#[derive(Debug, Default)]
+struct Reach {
+    probes: u32,
+    answered: u32,
+    longest_gap: std::time::Duration,
+}
+
+/// Connects to `addr` once a second until the switch stops: how many answered, and the
+/// longest time without an answer.
+async fn reachability(addr: std::net::SocketAddr, stop: std::sync::Arc<LoadSwitch>) -> Reach {
+    let mut r = Reach::default();
+    let mut last = std::time::Instant::now();
+    while !stop.stopped() {
+        r.probes += 1;
+        let probe = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            tokio::net::TcpStream::connect(addr),
+        );
+        if matches!(probe.await, Ok(Ok(_))) {
+            r.answered += 1;
+            last = std::time::Instant::now();
+        } else {
+            r.longest_gap = r.longest_gap.max(last.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    r
 }
 
 /// `kstack backup` while a user works (no request fails), then `kstack restore`: a project
@@ -1320,8 +1509,8 @@ async fn scheduled_backups_land_on_their_volume_and_restore(
     use kstack_k8s::api::batch::v1::{CronJob, Job};
     let schedule = "0 0 1 1 *";
     cloud.set_globals(&format!(
-        "{}{REAL_CLOUD}kstack_backup_schedule: \"{schedule}\"\nkstack_backup_keep: 1\n",
-        real_node_globals()
+        "{}kstack_backup_schedule: \"{schedule}\"\nkstack_backup_keep: 1\n",
+        upgraded_globals()
     ))?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(

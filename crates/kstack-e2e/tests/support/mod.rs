@@ -207,7 +207,7 @@ impl LoadSwitch {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn stopped(&self) -> bool {
+    pub fn stopped(&self) -> bool {
         self.stop.load(std::sync::atomic::Ordering::Relaxed)
     }
 
