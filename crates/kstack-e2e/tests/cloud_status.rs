@@ -65,6 +65,7 @@ async fn index(
                 )
             })
             .collect(),
+        openstack_release: None,
     };
     apply_cm(api, index_config_map(ns, &index)).await
 }

@@ -323,6 +323,25 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
         image_of(&workloads(&cloud).await?["Deployment/keystone"].0).contains(NEW),
         "nothing was changed"
     );
+
+    // Nor does a deploy go back to the older release: refused before anything changes,
+    // naming globals.yml's line.
+    let generation = |h: &[Value]| h.last().map(|r| r["generation"].clone());
+    let before = generation(&history(&cloud, "keystone").await?);
+    cloud.set_globals(&format!("{SMALL}{labels}{OLD}"))?;
+    let (code, _, stderr) = cloud.deploy().await?;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("globals.yml:")
+            && stderr.contains("openstack_release: 2024.2 is older than 2025.1")
+            && stderr.contains("nothing deployed"),
+        "{stderr}"
+    );
+    assert_eq!(generation(&history(&cloud, "keystone").await?), before);
+    assert!(
+        image_of(&workloads(&cloud).await?["Deployment/keystone"].0).contains(NEW),
+        "nothing was changed"
+    );
     Ok(())
 }
 

@@ -208,6 +208,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            openstack_release: None,
         };
         let mut maps: Vec<Value> = records
             .iter()

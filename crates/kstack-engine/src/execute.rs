@@ -838,6 +838,15 @@ pub async fn deploy(
     } else {
         old.input_hash.clone()
     };
+    // The release the databases now have: the new one once the whole deploy succeeded (its
+    // migrations, contract included, ran), the recorded one otherwise.
+    let openstack_release = if report.succeeded() {
+        plan.openstack_release
+            .clone()
+            .or_else(|| old.openstack_release.clone())
+    } else {
+        old.openstack_release.clone()
+    };
     let writes = ctx.writes.load(Ordering::Relaxed);
     report.generation = old.generation;
     if ctx.unreachable.load(Ordering::Relaxed) {
@@ -845,12 +854,17 @@ pub async fn deploy(
             "the API server is unreachable: deploy generation {} is not recorded; run `kstack deploy` again once it answers",
             observed.history.next_deploy_generation()
         )));
-    } else if writes > 0 || services != old.services || input_hash != old.input_hash {
+    } else if writes > 0
+        || services != old.services
+        || input_hash != old.input_hash
+        || openstack_release != old.openstack_release
+    {
         let index = ReleaseIndex {
             generation: observed.history.next_deploy_generation(),
             input_hash,
             time: options.now.clone(),
             services,
+            openstack_release,
         };
         match ctx.apply(&index_config_map(&plan.namespace, &index)).await {
             Ok(()) => report.generation = index.generation,

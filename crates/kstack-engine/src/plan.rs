@@ -270,6 +270,9 @@ pub struct Plan {
     pub services: Vec<String>,
     /// What the deploy does to each enabled service.
     pub modes: BTreeMap<String, ServiceMode>,
+    /// The OpenStack release deployed (`openstack_release`), recorded in the index when the
+    /// deploy succeeds; set by the caller ([`plan`] leaves it empty).
+    pub openstack_release: Option<String>,
 }
 
 /// How a deploy treats one service, from its recorded history.
@@ -677,6 +680,7 @@ pub fn plan(
         prune: Vec::new(),
         services: order,
         modes,
+        openstack_release: None,
     };
     let trimmed = trimmed_records(&plan, &observed.history, timeouts.history);
     plan.prune = prune_candidates(&plan.objects, &enabled, observed, &trimmed);

@@ -229,6 +229,11 @@ pub struct ReleaseIndex {
     pub input_hash: String,
     pub time: String,
     pub services: BTreeMap<String, IndexEntry>,
+    /// The OpenStack release (`openstack_release`) of the last deploy that succeeded: what
+    /// the cloud's databases have been migrated to. Absent in records of older kstack
+    /// versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openstack_release: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -247,6 +247,38 @@ fn timeouts(config: &Config, default: Option<u64>) -> Limits {
     }
 }
 
+/// Why a deploy of `config` would take the cloud back to an older OpenStack release than the
+/// one its databases were migrated to by the last deploy that succeeded (the release index),
+/// naming globals.yml's line; `None` when it would not.
+fn older_release(
+    config_dir: &std::path::Path,
+    config: &Config,
+    observed: &kstack_engine::Observed,
+) -> Option<String> {
+    let index = observed.history.index.as_ref()?;
+    let recorded = index.openstack_release.as_deref()?;
+    let wanted = config.globals.images.openstack_release.as_str();
+    let order = |name: &str| {
+        kstack_model::release::ALL
+            .iter()
+            .position(|r| r.name == name)
+    };
+    if order(wanted)? >= order(recorded)? {
+        return None;
+    }
+    let path = config_dir.join("globals.yml");
+    let line = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.lines().position(|l| l.starts_with("openstack_release:")))
+        .map(|i| format!(":{}", i + 1))
+        .unwrap_or_default();
+    Some(format!(
+        "{}{line}: openstack_release: {wanted} is older than {recorded}, the release the cloud's databases were migrated to (deploy generation {}); OpenStack does not go back a release. Set openstack_release: \"{recorded}\" again, or restore a backup taken at {wanted} into a fresh cloud (`kstack restore`); nothing deployed",
+        path.display(),
+        index.generation
+    ))
+}
+
 struct Connected {
     cluster: KubeCluster,
     counter: std::sync::Arc<kstack_kube::RequestCounter>,
@@ -345,7 +377,11 @@ async fn deploy_locked(
     let config = &config;
     let rendered = &kubernetes::render(config).map_err(|e| super::InputError(e.to_string()))?;
     let timeouts = timeouts(config, args.timeout);
-    let c = connect(&args.target, config, rendered, &timeouts).await?;
+    let mut c = connect(&args.target, config, rendered, &timeouts).await?;
+    if let Some(why) = older_release(&args.target.config.config_dir, config, &c.observed) {
+        return Err(super::InputError(why).into());
+    }
+    c.plan.openstack_release = Some(config.globals.images.openstack_release.clone());
     let backup = match super::backup::before_upgrade(
         (args.no_backup, args.backup_dir.as_deref()),
         &args.target,
