@@ -137,10 +137,18 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
             .filter(|s| s["result"] == "failed")
             .map(|s| format!("{}: {}", s["step"], s["detail"]))
             .collect();
+        let diagnostics = network_diagnostics(&client, &cloud).await;
+        // What the failed run kept goes: a libvirt domain left on the node would stop the next
+        // cloud's nova-compute.
+        if let Some(prefix) = serde_json::from_slice::<Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["kept"]["prefix"].as_str().map(str::to_owned))
+        {
+            let _ = cloud.run(&["verify", "--delete", &prefix]).await;
+        }
         panic!(
-            "kstack verify failed: {}\n{}\n{stdout}\n{stderr}",
+            "kstack verify failed: {}\n{diagnostics}\n{stdout}\n{stderr}",
             failed.join("\n"),
-            network_diagnostics(&client, &cloud).await
         );
     }
     let verdict: Value = serde_json::from_slice(&out.stdout)
@@ -229,9 +237,21 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     );
 
     let kept = KeptGuest::read(&verdict)?;
-    // The rest runs on the upgraded cloud: tempest tests the release it was upgraded to.
-    upgrade_without_a_failed_request(&cloud, &client, &kept).await?;
-    kept.delete(&cloud).await?;
+    // The rest runs on the upgraded cloud: tempest tests the release it was upgraded to. The
+    // kept guest goes whatever happens: a libvirt domain left on the node would stop the next
+    // cloud's nova-compute ("existing instances").
+    let upgraded = {
+        use futures::FutureExt as _;
+        std::panic::AssertUnwindSafe(upgrade_without_a_failed_request(&cloud, &client, &kept))
+            .catch_unwind()
+            .await
+    };
+    let deleted = kept.delete(&cloud).await;
+    match upgraded {
+        Err(panic) => std::panic::resume_unwind(panic),
+        Ok(r) => r?,
+    }
+    deleted?;
     tempest_smoke_passes(&cloud).await?;
     every_api_closes_its_connections(&cloud, &client).await?;
     data_directories_are_written_by_their_services(&cloud, &client).await?;
