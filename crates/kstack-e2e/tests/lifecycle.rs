@@ -329,8 +329,9 @@ async fn an_upgrade_migrates_before_the_new_pods_and_never_leaves_an_api_without
     let generation = |h: &[Value]| h.last().map(|r| r["generation"].clone());
     let before = generation(&history(&cloud, "keystone").await?);
     cloud.set_globals(&format!("{SMALL}{labels}{OLD}"))?;
-    let (code, _, stderr) = cloud.deploy().await?;
-    assert_eq!(code, 2, "{stderr}");
+    let out = cloud.run(&["deploy"]).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("globals.yml:")
             && stderr.contains("openstack_release: 2024.2 is older than 2025.1")
