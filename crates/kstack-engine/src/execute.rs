@@ -854,11 +854,9 @@ pub async fn deploy(
             "the API server is unreachable: deploy generation {} is not recorded; run `kstack deploy` again once it answers",
             observed.history.next_deploy_generation()
         )));
-    } else if writes > 0
-        || services != old.services
-        || input_hash != old.input_hash
-        || openstack_release != old.openstack_release
-    {
+    } else if writes > 0 || services != old.services || input_hash != old.input_hash {
+        // (A deploy that changes nothing writes nothing: the release is recorded with the next
+        // change, which an upgrade always is.)
         let index = ReleaseIndex {
             generation: observed.history.next_deploy_generation(),
             input_hash,
