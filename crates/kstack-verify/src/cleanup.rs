@@ -146,6 +146,11 @@ impl Run<'_> {
 /// Deletes one resource and, for a server or a stack, waits until it is gone. `Ok` carries a
 /// note (`already gone`), `Err` why it is still there.
 async fn delete(api: &Api, s: &Settings, c: &Created, token: &str) -> Result<String, String> {
+    // A volume that was attached to a server deleted just before is released a moment later:
+    // Cinder takes no delete while it is still in use or detaching.
+    if c.kind == Kind::Volume {
+        wait_released(api, s, &c.url, token).await?;
+    }
     let (method, body) = match (&c.kind, &c.body) {
         (Kind::RouterInterface, Some(b)) => (Method::PUT, Body::Json(b)),
         _ => (Method::DELETE, Body::None),
@@ -164,6 +169,39 @@ async fn delete(api: &Api, s: &Settings, c: &Created, token: &str) -> Result<Str
         wait_gone(api, s, c.kind, &c.url, token).await?;
     }
     Ok(String::new())
+}
+
+/// Waits until the volume at `url` is neither attached nor on its way in or out of an
+/// attachment (or gone).
+async fn wait_released(api: &Api, s: &Settings, url: &str, token: &str) -> Result<(), String> {
+    let deadline = Instant::now() + s.timeout;
+    loop {
+        let reply = api
+            .send(Method::GET, url, Some(token), Body::None)
+            .await
+            .map_err(|e| e.to_string())?;
+        if reply.status == 404 || !reply.ok() {
+            // Gone, or an answer the delete itself will report.
+            return Ok(());
+        }
+        let status = reply.json()["volume"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if !matches!(
+            status.as_str(),
+            "in-use" | "attaching" | "detaching" | "reserved"
+        ) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "volume {url} still {status} after {:?}: not deleted",
+                s.timeout
+            ));
+        }
+        tokio::time::sleep(s.poll_interval).await;
+    }
 }
 
 /// Waits until GET on a server, stack or volume says 404 (or the stack says DELETE_COMPLETE).
