@@ -165,10 +165,61 @@ async fn delete(api: &Api, s: &Settings, c: &Created, token: &str) -> Result<Str
     if !reply.ok() {
         return Err(status_error(&method, &c.url, &reply).to_string());
     }
-    if matches!(c.kind, Kind::Server | Kind::Stack | Kind::Volume) {
+    if c.kind == Kind::Volume {
+        return volume_gone(api, s, &c.url, token).await;
+    }
+    if matches!(c.kind, Kind::Server | Kind::Stack) {
         wait_gone(api, s, c.kind, &c.url, token).await?;
     }
     Ok(String::new())
+}
+
+/// Waits until a volume whose delete was accepted is gone. Cinder puts a volume it could not
+/// delete because its storage still had it open (Ceph keeps a watch on an image for a while
+/// after the QEMU that used it exits) back to `available`: then the delete is sent again, until
+/// the time limit.
+async fn volume_gone(api: &Api, s: &Settings, url: &str, token: &str) -> Result<String, String> {
+    let deadline = Instant::now() + s.timeout;
+    let mut again = 0;
+    loop {
+        let reply = api
+            .send(Method::GET, url, Some(token), Body::None)
+            .await
+            .map_err(|e| e.to_string())?;
+        if reply.status == 404 {
+            return Ok(if again > 0 {
+                format!("deleted after {again} more attempts (busy)")
+            } else {
+                String::new()
+            });
+        }
+        if !reply.ok() {
+            return Err(status_error(&Method::GET, url, &reply).to_string());
+        }
+        let status = reply.json()["volume"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if status == "error_deleting" {
+            return Err(format!("volume {url}: error_deleting"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "volume {url} still there after {:?} (status {status}, {again} more delete attempts)",
+                s.timeout
+            ));
+        }
+        tokio::time::sleep(s.poll_interval).await;
+        if status == "available" {
+            let reply = api
+                .send(Method::DELETE, url, Some(token), Body::None)
+                .await
+                .map_err(|e| e.to_string())?;
+            if reply.ok() {
+                again += 1;
+            }
+        }
+    }
 }
 
 /// Waits until the volume at `url` is neither attached nor on its way in or out of an
