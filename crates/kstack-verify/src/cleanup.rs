@@ -182,24 +182,13 @@ async fn volume_gone(api: &Api, s: &Settings, url: &str, token: &str) -> Result<
     let deadline = Instant::now() + s.timeout;
     let mut again = 0;
     loop {
-        let reply = api
-            .send(Method::GET, url, Some(token), Body::None)
-            .await
-            .map_err(|e| e.to_string())?;
-        if reply.status == 404 {
+        let Some(status) = volume_status(api, url, token).await? else {
             return Ok(if again > 0 {
                 format!("deleted after {again} more attempts (busy)")
             } else {
                 String::new()
             });
-        }
-        if !reply.ok() {
-            return Err(status_error(&Method::GET, url, &reply).to_string());
-        }
-        let status = reply.json()["volume"]["status"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        };
         if status == "error_deleting" {
             return Err(format!("volume {url}: error_deleting"));
         }
@@ -227,18 +216,10 @@ async fn volume_gone(api: &Api, s: &Settings, url: &str, token: &str) -> Result<
 async fn wait_released(api: &Api, s: &Settings, url: &str, token: &str) -> Result<(), String> {
     let deadline = Instant::now() + s.timeout;
     loop {
-        let reply = api
-            .send(Method::GET, url, Some(token), Body::None)
-            .await
-            .map_err(|e| e.to_string())?;
-        if reply.status == 404 || !reply.ok() {
-            // Gone, or an answer the delete itself will report.
-            return Ok(());
-        }
-        let status = reply.json()["volume"]["status"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let status = match volume_status(api, url, token).await? {
+            None => return Ok(()),
+            Some(status) => status,
+        };
         if !matches!(
             status.as_str(),
             "in-use" | "attaching" | "detaching" | "reserved"
@@ -253,6 +234,26 @@ async fn wait_released(api: &Api, s: &Settings, url: &str, token: &str) -> Resul
         }
         tokio::time::sleep(s.poll_interval).await;
     }
+}
+
+/// The status of the volume at `url`; `None` once it is gone.
+async fn volume_status(api: &Api, url: &str, token: &str) -> Result<Option<String>, String> {
+    let reply = api
+        .send(Method::GET, url, Some(token), Body::None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if reply.status == 404 {
+        return Ok(None);
+    }
+    if !reply.ok() {
+        return Err(status_error(&Method::GET, url, &reply).to_string());
+    }
+    Ok(Some(
+        reply.json()["volume"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    ))
 }
 
 /// Waits until GET on a server, stack or volume says 404 (or the stack says DELETE_COMPLETE).

@@ -22,21 +22,18 @@ impl Key {
     pub fn generate() -> Result<Key, String> {
         let mut seed = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut seed);
-        let private = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
-        let public = private
-            .public_key()
-            .to_openssh()
-            .map_err(|e| format!("writing the SSH public key: {e}"))?;
-        Ok(Key {
-            private: Arc::new(private),
-            public,
-        })
+        Key::of(PrivateKey::from(Ed25519Keypair::from_seed(&seed)))
     }
 
     /// The key pair of an OpenSSH private key (a kept run's `id_ed25519`).
     pub fn from_openssh(text: &str) -> Result<Key, String> {
-        let private = PrivateKey::from_openssh(text)
-            .map_err(|e| format!("reading the SSH private key: {e}"))?;
+        Key::of(
+            PrivateKey::from_openssh(text)
+                .map_err(|e| format!("reading the SSH private key: {e}"))?,
+        )
+    }
+
+    fn of(private: PrivateKey) -> Result<Key, String> {
         let public = private
             .public_key()
             .to_openssh()
