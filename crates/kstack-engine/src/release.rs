@@ -229,9 +229,9 @@ pub struct ReleaseIndex {
     pub input_hash: String,
     pub time: String,
     pub services: BTreeMap<String, IndexEntry>,
-    /// The OpenStack release (`openstack_release`) of the last deploy that succeeded: what
-    /// the cloud's databases have been migrated to. Absent in records of older kstack
-    /// versions.
+    /// The OpenStack release (`openstack_release`) of the last deploy that succeeded and
+    /// changed something (an upgrade always does): what the cloud's databases have been
+    /// migrated to. Absent in records of older kstack versions until their next change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub openstack_release: Option<String>,
 }
