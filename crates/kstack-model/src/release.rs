@@ -48,6 +48,12 @@ pub struct Release {
     /// from 2025.1 (virtlogd beside libvirtd); before it libvirtd itself. kstack's qemu.conf
     /// writes consoles to files, so neither needs virtlogd.
     pub nova_libvirt_command: &'static str,
+    /// Whether heat-api-cfn can check AWS-signed requests (the CloudFormation API, and the
+    /// pre-signed URLs of `CFN_SIGNAL` wait condition handles). Keystone lets only services and
+    /// admins call `/v3/ec2tokens` (keystone 26.1.1 of 2024.2, 27.x of 2025.1); heat-api-cfn of
+    /// 2025.1 (heat 24.1.2) calls it with its service user's token, heat 23.0.0 of 2024.2
+    /// (that series' only release) without one, so Keystone refuses every signed request there.
+    pub heat_cfn_signed_requests: bool,
 }
 
 /// The facts a catalog string may name as `{fact}` ([`Release::fact`]).
@@ -60,6 +66,7 @@ pub const DALMATIAN: Release = Release {
     placement_wsgi: script("placement-api"),
     cinder_wsgi: script("cinder-wsgi"),
     nova_libvirt_command: "/usr/sbin/libvirtd --listen",
+    heat_cfn_signed_requests: false,
 };
 
 /// 2025.1 (Epoxy), the default.
@@ -69,6 +76,7 @@ pub const EPOXY: Release = Release {
     placement_wsgi: module("placement.wsgi.api:application"),
     cinder_wsgi: module("cinder.wsgi.api:application"),
     nova_libvirt_command: "/usr/local/bin/kolla_nova_libvirt_start",
+    heat_cfn_signed_requests: true,
 };
 
 /// Every release kstack deploys, oldest first: the only list of them.

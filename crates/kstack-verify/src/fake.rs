@@ -73,6 +73,10 @@ pub struct FakeState {
     pub waiting: BTreeSet<String>,
     /// Wait condition signals accepted (a pre-signed URL with its signature, status SUCCESS).
     pub cfn_signals: u32,
+    /// Stacks whose wait condition handle's transport is `TOKEN_SIGNAL`.
+    token_transport: BTreeSet<String>,
+    /// Wait condition signals accepted at heat-api with the handle's token (status SUCCESS).
+    pub token_signals: u32,
 }
 
 /// The signature of the fake's pre-signed wait condition URL of stack `id`: a credential that
@@ -577,11 +581,32 @@ async fn handle(
             if json_body["template"]["resources"]["wait"]["type"] == "OS::Heat::WaitCondition" {
                 st.waiting.insert(id.clone());
             }
+            if json_body["template"]["resources"]["handle"]["properties"]["signal_transport"]
+                == "TOKEN_SIGNAL"
+            {
+                // The stack user's token, in the stack's own project.
+                st.tokens.insert(
+                    format!("handle-token-{id}"),
+                    ("stack-user".to_owned(), format!("stack-project-{id}")),
+                );
+                st.token_transport.insert(id.clone());
+            }
             reply(201, json!({ "stack": { "id": id, "links": [] } }))
         }
         ("GET", ["heat", "v1", _, "stacks", _name, id, "resources", "handle"]) => {
             if !st.stacks.contains_key(*id) {
                 return not_found("stack");
+            }
+            if st.token_transport.contains(*id) {
+                // heat-api's URL as Heat's own configuration has it: not reachable from here.
+                let endpoint = format!(
+                    "http://heat-api.internal:8004/v1/stack-project-{id}/stacks/{_name}/{id}/resources/handle/signal"
+                );
+                return reply(
+                    200,
+                    json!({ "resource": { "resource_name": "handle", "resource_status": "CREATE_COMPLETE",
+                        "attributes": { "token": format!("handle-token-{id}"), "endpoint": endpoint } } }),
+                );
             }
             let url = format!(
                 "{}/cfn/v1/waitcondition/{id}?SignatureMethod=HmacSHA256&AWSAccessKeyId=ak&Signature={}",
@@ -593,6 +618,32 @@ async fn handle(
                 200,
                 json!({ "resource": { "resource_name": "handle", "resource_status": "CREATE_COMPLETE", "attributes": { "signal": signal } } }),
             )
+        }
+        (
+            "POST",
+            [
+                "heat",
+                "v1",
+                p,
+                "stacks",
+                _name,
+                id,
+                "resources",
+                "handle",
+                "signal",
+            ],
+        ) => {
+            if *p != project || project != format!("stack-project-{id}") {
+                return reply(
+                    403,
+                    json!({ "error": { "message": "not the stack user's" } }),
+                );
+            }
+            if json_body["status"] != "SUCCESS" || !st.waiting.remove(*id) {
+                return reply(400, json!({ "error": { "message": "unexpected signal" } }));
+            }
+            st.token_signals += 1;
+            reply(200, Value::Null)
         }
         ("GET", ["heat", "v1", _, "stacks", _name, id]) => {
             if st.deleted_stacks.contains(*id) {

@@ -144,6 +144,11 @@ pub struct Settings {
     /// floating IP, network, project and user): [`Report::kept`] says what, and
     /// [`delete_kept`] deletes it later.
     pub keep: bool,
+    /// Whether heat-api-cfn can check AWS-signed requests on this cloud's release
+    /// (`Release::heat_cfn_signed_requests`): the stack step's wait condition is then signalled
+    /// at its handle's pre-signed heat-api-cfn URL, otherwise with its handle's token at
+    /// heat-api.
+    pub heat_cfn_signed_requests: bool,
 }
 
 impl Settings {
@@ -178,6 +183,7 @@ impl Settings {
             external_network: None,
             external_subnet: None,
             keep: false,
+            heat_cfn_signed_requests: true,
         }
     }
 

@@ -606,6 +606,35 @@ async fn without_heat_api_cfn_the_stack_has_no_wait_condition() {
 }
 
 #[tokio::test]
+async fn where_heat_api_cfn_cannot_check_signatures_the_handle_token_signals_at_heat_api() {
+    let fake = fake::start().await;
+    let mut s = settings(&fake, &[]);
+    s.heat_cfn_signed_requests = false;
+    let (report, _) = verify(&s).await;
+    assert!(report.passed, "{report:#?}");
+    let st = fake.lock().unwrap();
+    // The stack user's token at the catalog's heat-api URL (the fake answers only there, in
+    // the stack's project), not heat-api-cfn's pre-signed URL.
+    assert_eq!((st.token_signals, st.cfn_signals), (1, 0));
+    assert!(
+        st.calls
+            .iter()
+            .any(|c| c.starts_with("POST /heat/v1/stack-project-")
+                && c.ends_with("/resources/handle/signal")),
+        "{:?}",
+        st.calls
+    );
+    let detail = &report.steps[7].detail;
+    assert!(
+        detail.contains("signalled with its handle's token through heat-api")
+            && detail.contains("heat-api-cfn cannot check signed requests on this release"),
+        "{detail}"
+    );
+    let text = serde_json::to_string(&report).unwrap();
+    assert!(!text.contains("handle-token-"), "{text}");
+}
+
+#[tokio::test]
 async fn a_refused_wait_condition_signal_fails_the_stack_step_without_its_signature() {
     let fake = fake::start().await;
     fake.lock().unwrap().faults.push(Fault {

@@ -349,6 +349,7 @@ fn settings(args: &Args, config: &Config, password: Password) -> anyhow::Result<
     s.resolve = args.resolve.iter().cloned().collect();
     s.external_network = args.external_network.clone();
     s.external_subnet = args.external_subnet.clone();
+    s.heat_cfn_signed_requests = g.release().heat_cfn_signed_requests;
     Ok(s)
 }
 

@@ -19,19 +19,27 @@ impl Run<'_> {
         let minutes = self.s.timeout.as_secs().div_ceil(60).max(1);
         // With heat-api-cfn, a wait condition too: Heat makes a stack user and a pre-signed
         // URL of the CloudFormation-compatible API, and the stack completes only once that URL
-        // is signalled (as a server's boot script would).
+        // is signalled (as a server's boot script would). Where heat-api-cfn cannot check
+        // signed requests (Keystone refuses its calls on that release), the handle gives the
+        // stack user's token for heat-api instead, as a template for that release would ask.
         let cfn = self
             .s
             .service_of_type("cloudformation")
             .is_some_and(|(_, info)| info.enabled);
+        let presigned = self.s.heat_cfn_signed_requests;
         let mut resources = json!({ "random": {
             "type": "OS::Heat::RandomString",
             "properties": { "length": 8 },
         }});
         if cfn {
+            let transport = if presigned {
+                "CFN_SIGNAL"
+            } else {
+                "TOKEN_SIGNAL"
+            };
             resources["handle"] = json!({
                 "type": "OS::Heat::WaitConditionHandle",
-                "properties": { "signal_transport": "CFN_SIGNAL" },
+                "properties": { "signal_transport": transport },
             });
             resources["wait"] = json!({
                 "type": "OS::Heat::WaitCondition",
@@ -95,7 +103,11 @@ impl Run<'_> {
                     }
                     if cfn
                         && signalled.is_none()
-                        && self.signal_wait_condition(&url, &token).await?
+                        && if presigned {
+                            self.signal_wait_condition(&url, &token).await?
+                        } else {
+                            self.signal_with_handle_token(&url, &heat, &token).await?
+                        }
                     {
                         signalled = Some(secs(created));
                     }
@@ -113,15 +125,66 @@ impl Run<'_> {
             .map_err(Failure::check)?;
         self.forget(&url);
         let what = match signalled {
-            Some(t) => {
+            Some(t) if presigned => {
                 format!("stack with a wait condition signalled through heat-api-cfn after {t:.1} s")
             }
+            Some(t) => format!(
+                "stack with a wait condition signalled with its handle's token through heat-api \
+                 after {t:.1} s (heat-api-cfn cannot check signed requests on this release)"
+            ),
             None => "OS::Heat::RandomString stack".to_owned(),
         };
         Ok(format!(
             "{what} CREATE_COMPLETE after {complete:.1} s; deleted after {:.1} s",
             secs(deleting)
         ))
+    }
+
+    /// Signals the wait condition of the stack at `stack_url` once its handle exists, the way
+    /// of `TOKEN_SIGNAL`: reads the handle's `token` (the stack user's) and `endpoint`
+    /// attributes and POSTs a success to that endpoint with that token. The endpoint is on
+    /// heat-api's URL in Heat's own configuration (its internal one); the call goes to the same
+    /// path on `heat`, the catalog's URL this run uses. `Ok(false)`: no token yet.
+    async fn signal_with_handle_token(
+        &self,
+        stack_url: &str,
+        heat: &str,
+        token: &str,
+    ) -> Result<bool, Failure> {
+        let (_, v) = self
+            .api
+            .call(
+                Method::GET,
+                &format!("{stack_url}/resources/handle?with_attr=token&with_attr=endpoint"),
+                Some(token),
+                Body::None,
+            )
+            .await?;
+        let attrs = &v["resource"]["attributes"];
+        let text = |k: &str| attrs[k].as_str().filter(|t| !t.is_empty());
+        let (Some(handle_token), Some(endpoint)) = (text("token"), text("endpoint")) else {
+            return Ok(false);
+        };
+        let signal_url = on_base(heat, endpoint).ok_or_else(|| {
+            Failure::check(format!(
+                "the wait condition handle's endpoint {endpoint} is not a heat-api URL \
+                 (…/v1/<project>/stacks/…)"
+            ))
+        })?;
+        self.api
+            .call(
+                Method::POST,
+                &signal_url,
+                Some(handle_token),
+                Body::Json(&json!({
+                    "status": "SUCCESS",
+                    "reason": "signalled by kstack verify",
+                    "data": "ok",
+                    "id": "kstack-verify",
+                })),
+            )
+            .await?;
+        Ok(true)
     }
 
     /// Signals the wait condition of the stack at `stack_url` once its handle exists: reads
@@ -167,5 +230,32 @@ impl Run<'_> {
             .into());
         }
         Ok(true)
+    }
+}
+
+/// `endpoint`'s path after heat-api's version (`<project>/stacks/...`) on `heat`, a heat-api
+/// URL of the catalog (`https://host:8004/v1/<project>`). `None` when either has no `/v1/`.
+fn on_base(heat: &str, endpoint: &str) -> Option<String> {
+    let (base, _) = heat.split_once("/v1/")?;
+    let (_, path) = endpoint.split_once("/v1/")?;
+    Some(format!("{base}/v1/{path}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_base;
+
+    #[test]
+    fn a_handle_endpoint_moves_to_the_catalogs_heat_url_keeping_its_project() {
+        assert_eq!(
+            on_base(
+                "https://172.24.4.1:8004/v1/user-project",
+                "http://heat-api.openstack.svc:8004/v1/stack-project/stacks/s/1/resources/handle/signal"
+            )
+            .as_deref(),
+            Some("https://172.24.4.1:8004/v1/stack-project/stacks/s/1/resources/handle/signal")
+        );
+        assert_eq!(on_base("https://h:8004/", "http://x/v1/p/stacks"), None);
+        assert_eq!(on_base("https://h:8004/v1/p", "http://x/stacks"), None);
     }
 }
