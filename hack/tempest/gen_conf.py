@@ -528,7 +528,14 @@ def main():
         conf[name] = {k: ("true" if v is True else "false" if v is False else str(v))
                       for k, v in values.items() if v is not None}
 
-    section("DEFAULT", log_dir=os.path.join(ws, "logs"), log_file="tempest.log")
+    # A guest that cannot be reached over SSH: tempest logs its console at DEBUG
+    # (remote_client), so that one logger logs at DEBUG and the rest as oslo.log's defaults
+    # say; the console then lands in tempest.log and in the failed test's captured output.
+    from oslo_log import log as oslo_log
+    log_levels = list(oslo_log.get_default_log_levels())
+    log_levels.append("tempest.lib.common.utils.linux.remote_client=DEBUG")
+    section("DEFAULT", log_dir=os.path.join(ws, "logs"), log_file="tempest.log",
+            default_log_levels=",".join(log_levels))
     section("oslo_concurrency", lock_path=os.path.join(ws, "tempest_lock"))
     section("auth", use_dynamic_credentials=True, create_isolated_networks=True,
             admin_username="admin", admin_password=admin_password, admin_project_name="admin",

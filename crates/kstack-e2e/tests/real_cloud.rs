@@ -251,7 +251,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         Ok(r) => r?,
     }
     deleted?;
-    tempest_smoke_passes(&cloud).await?;
+    tempest_smoke_passes(&cloud, &client).await?;
     every_api_closes_its_connections(&cloud, &client).await?;
     data_directories_are_written_by_their_services(&cloud, &client).await?;
     the_inventory_takes_tokens_of_the_clouds_keystone(&cloud, &client).await?;
@@ -269,7 +269,7 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
 /// (public1, kept for the rest of the test), so the scenarios boot servers, log in over SSH at
 /// floating IPs and attach volumes. No test fails, and the tenant scenarios ran and passed.
 /// `KSTACK_E2E_TEMPEST_SKIP=<reason>` leaves it out (printed), for a quicker run by hand.
-async fn tempest_smoke_passes(cloud: &Cloud) -> anyhow::Result<()> {
+async fn tempest_smoke_passes(cloud: &Cloud, client: &kube::Client) -> anyhow::Result<()> {
     if let Ok(reason) = std::env::var("KSTACK_E2E_TEMPEST_SKIP") {
         eprintln!("tempest smoke: not run (KSTACK_E2E_TEMPEST_SKIP: {reason})");
         return Ok(());
@@ -289,7 +289,12 @@ async fn tempest_smoke_passes(cloud: &Cloud) -> anyhow::Result<()> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}");
     let seconds = started.elapsed().as_secs();
-    assert!(out.status.success(), "tempest smoke failed ({seconds} s)");
+    if !out.status.success() {
+        // A guest tempest could not reach: what the node says about the guests' network
+        // (tempest's output above has the failed tests' guest consoles).
+        let diagnostics = network_diagnostics(client, cloud).await;
+        panic!("tempest smoke failed ({seconds} s)\n{diagnostics}");
+    }
     // summarize.py's last count line: `N passed, N failed, N skipped`.
     let counts = stdout
         .lines()
@@ -2030,10 +2035,11 @@ async fn service_records_are_those_of_running_services(
     Ok(())
 }
 
-/// What the real node says about the guests' network after a failed `kstack verify`, each part
-/// best effort: the cloud's pods that restarted, dnsmasq's DHCP lines (from the DHCP agent's
-/// container), Open vSwitch's ports and their VLAN tags, the Neutron agents' and server's last
-/// warnings and errors.
+/// What the real node says about the guests' network after a failed `kstack verify` or tempest
+/// run, each part best effort: the cloud's pods that restarted, dnsmasq's DHCP lines (from the
+/// DHCP agent's container), Open vSwitch's ports and their VLAN tags, the machine's neighbours
+/// on the external network and the routers' and DHCP servers' namespaces with their addresses,
+/// the Neutron agents' and server's last warnings and errors.
 async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
     let list = match pods.list(&ListParams::default()).await {
@@ -2134,10 +2140,12 @@ async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
         Ok(p) => out.push(format!("Open vSwitch ports (name,tag): {p}")),
         Err(e) => out.push(format!("Open vSwitch's ports could not be read: {e}")),
     }
+    out.extend(host_network());
     for service in [
         "neutron-server",
         "neutron-openvswitch-agent",
         "neutron-dhcp-agent",
+        "neutron-l3-agent",
         "nova-compute",
     ] {
         match cloud.run(&["logs", service, "--tail", "3000"]).await {
@@ -2162,4 +2170,29 @@ async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
         }
     }
     out.join("\n")
+}
+
+/// The machine's side of the guests' network: its neighbours on the external network (where a
+/// floating IP answers ARP, and with which MAC), and each router's and DHCP server's namespace
+/// with its addresses (a router left behind by a deleted one would answer for its addresses).
+fn host_network() -> Vec<String> {
+    let run = |args: &[&str]| -> String {
+        match std::process::Command::new("ip").args(args).output() {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            Err(e) => format!("ip {}: {e}", args.join(" ")),
+        }
+    };
+    let mut out = vec![format!(
+        "neighbours on {PUBLIC}/24: {}",
+        run(&["neigh", "show", "to", &format!("{PUBLIC}/24")]).replace('\n', "; ")
+    )];
+    for ns in run(&["netns", "list"])
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("qrouter-") || n.starts_with("qdhcp-"))
+    {
+        let addrs = run(&["-n", ns, "-brief", "address"]);
+        out.push(format!("{ns}: {}", addrs.replace('\n', "; ")));
+    }
+    out
 }
