@@ -61,12 +61,12 @@ phases() {
 }
 
 # The cloud's images (cached by their inputs) build in the background while the compilers run:
-# the real-node end-to-end test needs them, and the same images rebuilt under a second tag for
-# its upgrade. Their logs are kept for a failure; each one's last line is its output directory.
-next_tag=2025.1-debian-bookworm-next
+# the real-node end-to-end test deploys the previous release (2024.2) and upgrades it to the
+# default one (2025.1); the single node on Docker runs the default one. Their logs are kept for
+# a failure; each one's last line is its output directory.
 images_log=$(mktemp -t kstack-images.XXXXXX.log)
-next_log=$(mktemp -t kstack-images-next.XXXXXX.log)
-( bash hack/images.sh >"$images_log" 2>&1 && bash hack/images.sh --tag "$next_tag" >"$next_log" 2>&1 ) &
+old_log=$(mktemp -t kstack-images-2024.2.XXXXXX.log)
+( bash hack/images.sh >"$images_log" 2>&1 && bash hack/images.sh --release 2024.2 >"$old_log" 2>&1 ) &
 images_pid=$!
 trap 'kill $images_pid 2>/dev/null || true; phases' EXIT
 # Tempest's venv (PyPI, cached by its pins) for the real-node test's tempest run: hack/tempest.sh
@@ -156,13 +156,12 @@ KSTACK_E2E_KUBECONFIG=$(bash hack/devcluster.sh up)
 export KSTACK_E2E_KUBECONFIG KSTACK_E2E_REAL_ROLE_PREFIX=kstack.io/real-role-
 phase "the cloud's images (hack/images.sh, started at the beginning)"
 if ! wait "$images_pid"; then
-  echo "building the images failed; last lines of $images_log and $next_log:" >&2
-  tail -n 40 "$images_log" "$next_log" >&2
+  echo "building the images failed; last lines of $images_log and $old_log:" >&2
+  tail -n 40 "$images_log" "$old_log" >&2
   exit 1
 fi
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
-bash hack/devcluster.sh import "$(tail -n 1 "$next_log")"
-export KSTACK_E2E_NEXT_TAG=$next_tag
+bash hack/devcluster.sh import "$(tail -n 1 "$old_log")"
 # The guest the real-node test boots (a kernel, an initramfs with busybox, a DHCP client and an
 # SSH server; cached by its inputs): it must get its lease and metadata through the router.
 KSTACK_E2E_GUEST_IMAGE=$(bash hack/guest.sh | tail -n 1)
