@@ -95,6 +95,13 @@ static OSLO_RECORD: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid")
 });
 
+/// RabbitMQ's prefix of a line, the same on every line of one event (a crash report is dozens
+/// of lines): `<date> <time>+<offset> [error] <pid>`.
+static RABBIT_RECORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+\d\d:\d\d \[(?:error|critical)\] <[\d.]+>")
+        .expect("valid")
+});
+
 /// A line that carries no level of its own but a Python traceback: the rest of a record whose
 /// message spans lines (an RPC's remote traceback, printed as a list after its message).
 static LEVEL: LazyLock<Regex> = LazyLock::new(|| {
@@ -138,8 +145,8 @@ impl Scan {
     /// Scans `(container, line)` pairs, each container's in the order it wrote them. The lines
     /// of one oslo.log record (a message and the traceback under it, each line with the same
     /// prefix, and a traceback line with no level of its own that follows) are one record, as
-    /// are RabbitMQ's channel error and the reason it logs next; an entry allows a record when
-    /// it matches any of its lines.
+    /// are the lines of one RabbitMQ event (the same prefix) and RabbitMQ's channel error and
+    /// the reason it logs next; an entry allows a record when it matches any of its lines.
     pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
         let mut scan = Scan {
             allowed: vec![0; allow.len()],
@@ -156,7 +163,7 @@ impl Scan {
                 continue;
             }
             scan.errors += 1;
-            match OSLO_RECORD.find(line) {
+            match OSLO_RECORD.find(line).or_else(|| RABBIT_RECORD.find(line)) {
                 Some(prefix) => {
                     let at = *open.entry((container, prefix.as_str())).or_insert_with(|| {
                         records.push((container, Vec::new()));
@@ -273,6 +280,47 @@ mod tests {
             container_of("/var/log/pods/ns_p_u/keystone/0.log"),
             Some("keystone")
         );
+    }
+
+    #[test]
+    fn the_lines_of_one_rabbitmq_crash_report_are_one_record() {
+        let allow = vec![Allowed {
+            container: Regex::new("^(?:rabbitmq)$").unwrap(),
+            matches: Regex::new("stream_not_found").unwrap(),
+            reason: "a stream starting".into(),
+        }];
+        let at = |t: &str, pid: &str, rest: &str| {
+            format!("\x1b[38;5;160m2026-11-29 03:02:21.{t}+00:00 [error] <{pid}> {rest}\x1b[0m")
+        };
+        let lines = [
+            at(
+                "436627",
+                "0.1001.0",
+                "** Generic server <0.1001.0> terminating",
+            ),
+            at("436627", "0.1001.0", "** Last message in was {'$gen_cast',"),
+            at(
+                "436627",
+                "0.1001.0",
+                "** {{stream_not_found,{resource,<<\"/\">>,queue,<<\"x_fanout\">>}},",
+            ),
+            at("442398", "0.1001.0", "  crasher:"),
+            at(
+                "442398",
+                "0.1001.0",
+                "    exception exit: {{stream_not_found,",
+            ),
+            // Another event, of another process: a record of its own.
+            at("450000", "0.2000.0", "  crasher:"),
+            at("450000", "0.2000.0", "    exception exit: badarg"),
+        ];
+        let scan = Scan::of(lines.iter().map(|l| ("rabbitmq", l.as_str())), &allow);
+        assert_eq!(scan.errors, 7);
+        assert_eq!(scan.allowed, vec![2], "{scan:?}");
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        let (_, (n, shown)) = scan.unexpected.iter().next().unwrap();
+        assert_eq!(*n, 1);
+        assert!(shown.contains("badarg"), "{shown}");
     }
 
     #[test]

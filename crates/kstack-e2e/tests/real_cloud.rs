@@ -1264,7 +1264,8 @@ impl KeptGuest {
             "the guest kept from before the upgrade rebooted: up {uptime:?}, verify ended {since:?} ago"
         );
         eprintln!(
-            "the server kept from before the upgrade: ACTIVE, its guest up {:.0} s (verify ended {:.0} s ago)",
+            "the server kept from before the upgrade: ACTIVE at {}, its guest up {:.0} s (verify ended {:.0} s ago)",
+            self.address()?,
             uptime.as_secs_f64(),
             since.as_secs_f64()
         );
