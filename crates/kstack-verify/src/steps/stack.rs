@@ -92,7 +92,7 @@ impl Run<'_> {
                 other => {
                     if Instant::now() >= deadline {
                         let waiting = if cfn && signalled.is_none() {
-                            ", its wait condition handle never offered a signal URL"
+                            ", its wait condition handle never offered a way to signal it"
                         } else {
                             ""
                         };
@@ -101,14 +101,7 @@ impl Run<'_> {
                             self.s.timeout
                         )));
                     }
-                    if cfn
-                        && signalled.is_none()
-                        && if presigned {
-                            self.signal_wait_condition(&url, &token).await?
-                        } else {
-                            self.signal_with_handle_token(&url, &heat, &token).await?
-                        }
-                    {
+                    if cfn && signalled.is_none() && self.signal(&url, &heat, &token).await? {
                         signalled = Some(secs(created));
                     }
                 }
@@ -141,86 +134,64 @@ impl Run<'_> {
     }
 
     /// Signals the wait condition of the stack at `stack_url` once its handle exists, the way
-    /// of `TOKEN_SIGNAL`: reads the handle's `token` (the stack user's) and `endpoint`
-    /// attributes and POSTs a success to that endpoint with that token. The endpoint is on
-    /// heat-api's URL in Heat's own configuration (its internal one); the call goes to the same
-    /// path on `heat`, the catalog's URL this run uses. `Ok(false)`: no token yet.
-    async fn signal_with_handle_token(
-        &self,
-        stack_url: &str,
-        heat: &str,
-        token: &str,
-    ) -> Result<bool, Failure> {
+    /// its transport says. `CFN_SIGNAL` (heat-api-cfn checks signed requests): PUTs a success to
+    /// the handle's `signal` attribute, a pre-signed URL of heat-api-cfn, without a token.
+    /// `TOKEN_SIGNAL`: POSTs it with the handle's `token` (the stack user's) to its `endpoint`,
+    /// which is on heat-api's URL in Heat's own configuration (its internal one): the call goes
+    /// to the same path on `heat`, the catalog's URL this run uses. `Ok(false)`: the handle
+    /// offers no way yet.
+    async fn signal(&self, stack_url: &str, heat: &str, token: &str) -> Result<bool, Failure> {
+        let attrs = if self.s.heat_cfn_signed_requests {
+            "signal"
+        } else {
+            "token&with_attr=endpoint"
+        };
         let (_, v) = self
             .api
             .call(
                 Method::GET,
-                &format!("{stack_url}/resources/handle?with_attr=token&with_attr=endpoint"),
+                &format!("{stack_url}/resources/handle?with_attr={attrs}"),
                 Some(token),
                 Body::None,
             )
             .await?;
         let attrs = &v["resource"]["attributes"];
-        let text = |k: &str| attrs[k].as_str().filter(|t| !t.is_empty());
-        let (Some(handle_token), Some(endpoint)) = (text("token"), text("endpoint")) else {
-            return Ok(false);
-        };
-        let signal_url = on_base(heat, endpoint).ok_or_else(|| {
-            Failure::check(format!(
-                "the wait condition handle's endpoint {endpoint} is not a heat-api URL \
-                 (…/v1/<project>/stacks/…)"
-            ))
-        })?;
-        self.api
-            .call(
-                Method::POST,
-                &signal_url,
-                Some(handle_token),
-                Body::Json(&json!({
-                    "status": "SUCCESS",
-                    "reason": "signalled by kstack verify",
-                    "data": "ok",
-                    "id": "kstack-verify",
-                })),
-            )
-            .await?;
-        Ok(true)
-    }
-
-    /// Signals the wait condition of the stack at `stack_url` once its handle exists: reads
-    /// the handle's `signal` attribute (a pre-signed URL of heat-api-cfn) and PUTs a success
-    /// to it, without a token. `Ok(false)`: the handle has no URL yet.
-    async fn signal_wait_condition(&self, stack_url: &str, token: &str) -> Result<bool, Failure> {
-        let (_, v) = self
-            .api
-            .call(
-                Method::GET,
-                &format!("{stack_url}/resources/handle?with_attr=signal"),
-                Some(token),
-                Body::None,
-            )
-            .await?;
-        let signal = &v["resource"]["attributes"]["signal"];
+        let success = json!({
+            "status": "SUCCESS",
+            "reason": "signalled by kstack verify",
+            "data": "ok",
+            "id": "kstack-verify",
+        });
+        if !self.s.heat_cfn_signed_requests {
+            let text = |k: &str| attrs[k].as_str().filter(|t| !t.is_empty());
+            let (Some(handle_token), Some(endpoint)) = (text("token"), text("endpoint")) else {
+                return Ok(false);
+            };
+            let signal_url = on_base(heat, endpoint).ok_or_else(|| {
+                Failure::check(format!(
+                    "the wait condition handle's endpoint {endpoint} is not a heat-api URL \
+                     (…/v1/<project>/stacks/…)"
+                ))
+            })?;
+            self.api
+                .call(
+                    Method::POST,
+                    &signal_url,
+                    Some(handle_token),
+                    Body::Json(&success),
+                )
+                .await?;
+            return Ok(true);
+        }
         // A JSON document in a string attribute (an object from some Heat versions).
-        let signal = match signal {
+        let signal = match &attrs["signal"] {
             Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
             other => other.clone(),
         };
         let Some(alarm_url) = signal["alarm_url"].as_str().filter(|u| !u.is_empty()) else {
             return Ok(false);
         };
-        let reply = self
-            .api
-            .put_presigned(
-                alarm_url,
-                &json!({
-                    "status": "SUCCESS",
-                    "reason": "signalled by kstack verify",
-                    "data": "ok",
-                    "id": "kstack-verify",
-                }),
-            )
-            .await?;
+        let reply = self.api.put_presigned(alarm_url, &success).await?;
         if !reply.ok() {
             return Err(status_error(
                 &Method::PUT,
