@@ -499,12 +499,26 @@ netns_shared() {
   mount --make-shared /run/netns
 }
 
+# libvirtd and virtlogd run outside their container's cgroup, in the cgroup kstack-libvirt
+# (nova-libvirt's start script puts them there so that the guests outlive the container): a
+# container stopped in order stops them itself, but one killed with its node (or a Compose
+# container killed) leaves them running. Everything in that cgroup goes, in every hierarchy.
+libvirt_leftovers_stop() {
+  local group=${KSTACK_LIBVIRT_CGROUP:-kstack-libvirt} f
+  for f in /sys/fs/cgroup/"$group"/cgroup.procs /sys/fs/cgroup/*/"$group"/cgroup.procs; do
+    [ -f "$f" ] || continue
+    xargs -r kill -9 <"$f" 2>/dev/null || true
+  done
+  return 0
+}
+
 # What the cloud's host-network services leave in the machine's namespaces, on this target or
 # the single node's (hack/docker.sh down): guests that libvirtd started (they outlive its
 # container), Open vSwitch's userspace-datapath devices, neutron's router and DHCP namespaces
 # and their veth ends.
 host_leftovers_clean() {
   pkill -9 -f '^/usr/bin/qemu-system-[^ ]* .*-name guest=instance-' 2>/dev/null || true
+  libvirt_leftovers_stop
   local l m
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
       | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
@@ -586,7 +600,7 @@ case "${1:-}" in
   status) cmd_status;;
   preflight) preflight;;
   # What `up` and `down --purge` do to the host state, alone (for the tests).
-  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; netns-shared) netns_shared;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers|netns-shared";; esac;;
+  host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; libvirt-leftovers) libvirt_leftovers_stop;; netns-shared) netns_shared;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers|libvirt-leftovers|netns-shared";; esac;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
     alive containerd || die "the real node is not running (kstack dev up starts it)"
     for d in "$@"; do import_images "$d"; done;;

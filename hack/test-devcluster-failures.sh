@@ -115,5 +115,22 @@ kill -0 "$VICTIM" 2>/dev/null && [ ! -e "$T/dev8/pids/kube-apiserver" ]
 result "down leaves the process alone and drops the stale pid file" $? "victim $VICTIM: $(kill -0 "$VICTIM" 2>&1 || echo gone); $(ls "$T/dev8/pids")"
 kill "$VICTIM" 2>/dev/null
 
+# 9. What nova-libvirt runs outside its container's cgroup (libvirtd, virtlogd, in the cgroup
+#    kstack-libvirt) does not outlive the node: the node's stop kills it, and only it.
+G=kstack-libvirt-test-$$
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=/sys/fs/cgroup/$G; else CG=/sys/fs/cgroup/pids/$G; fi
+sleep 300 & INSIDE=$!; disown "$INSIDE"
+sleep 300 & OUTSIDE=$!
+if mkdir -p "$CG" 2>/dev/null && echo "$INSIDE" >"$CG/cgroup.procs"; then
+  KSTACK_LIBVIRT_CGROUP=$G bash hack/realnode.sh host-state libvirt-leftovers
+  sleep 0.5
+  ! kill -0 "$INSIDE" 2>/dev/null && kill -0 "$OUTSIDE" 2>/dev/null
+  result "the node's stop kills what runs in the cgroup kstack-libvirt, nothing else" $? "in the cgroup: $(kill -0 "$INSIDE" 2>&1 || echo gone); outside: $(kill -0 "$OUTSIDE" 2>&1 || echo gone)"
+else
+  result "a cgroup can be made under /sys/fs/cgroup (as root)" 1 "mkdir $CG failed"
+fi
+kill "$INSIDE" "$OUTSIDE" 2>/dev/null; wait "$OUTSIDE" 2>/dev/null
+rmdir "$CG" 2>/dev/null
+
 echo "devcluster failures: $passes passed, $fails failed"
 [ $fails -eq 0 ]

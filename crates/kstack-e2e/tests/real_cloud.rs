@@ -1138,6 +1138,16 @@ async fn upgrade_without_a_failed_request(
     assert!(upgraded > 0, "no running pod of an OpenStack service");
     load.assert_clean("during the upgrade");
     public_load.assert_clean("during the upgrade, through the public endpoints");
+    // libvirtd and virtlogd of the old container stopped with it (they run outside its cgroup):
+    // one of each runs, started during the upgrade.
+    for name in ["libvirtd", "virtlogd"] {
+        let running = libvirt_processes(name)?;
+        assert!(
+            running.len() == 1 && running.iter().all(|(_, at)| *at >= window.started),
+            "{name} in the cgroup kstack-libvirt after the upgrade (started {}): {running:?}",
+            window.started
+        );
+    }
     // The server booted before the upgrade runs on: nova says ACTIVE, and the guest, logged in
     // to again, has been up since before the upgrade (no reboot, no rebuild).
     kept.still_runs(cloud, client).await?;
@@ -1294,6 +1304,41 @@ impl KeptGuest {
         );
         Ok(())
     }
+}
+
+/// The processes named `name` on this machine (the real node) in the cgroup kstack-libvirt,
+/// where nova-libvirt's start script runs libvirtd and virtlogd, with when each started.
+fn libvirt_processes(name: &str) -> anyhow::Result<Vec<(i32, chrono::DateTime<chrono::Utc>)>> {
+    // /proc/<pid>/stat's start time is in clock ticks since boot (USER_HZ, 100 on Linux x86).
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let boot: i64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .context("/proc/stat has no btime")?
+        .trim()
+        .parse()?;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let cgroup = std::fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
+        if comm.trim() != name || !cgroup.lines().any(|l| l.ends_with(":/kstack-libvirt")) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis; the start time is the 22nd field.
+        let ticks: i64 = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+            .and_then(|t| t.parse().ok())
+            .with_context(|| format!("/proc/{pid}/stat: {stat}"))?;
+        let at = chrono::DateTime::from_timestamp_millis(boot * 1000 + ticks * 10)
+            .context("a start time out of range")?;
+        found.push((pid, at));
+    }
+    Ok(found)
 }
 
 /// How a TCP port answered while [`reachability`] probed it.
