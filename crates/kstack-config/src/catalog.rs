@@ -38,6 +38,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
     let (service, word): (&String, Option<&str>) = match issue {
         CatalogIssue::UnknownDependency { service, unknown } => (service, Some(unknown.as_str())),
         CatalogIssue::BadInstallAfter { service, .. } => (service, Some("install_after")),
+        CatalogIssue::BadUpgradeBefore { service, .. } => (service, Some("upgrade_before")),
         CatalogIssue::WithWorkloadNotPost { service, task } => (service, Some(task.as_str())),
         CatalogIssue::UnknownBootstrapNeed {
             service, unknown, ..
@@ -72,6 +73,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
     let field = match issue {
         CatalogIssue::UnknownDependency { .. } => format!("services.{service}.depends_on"),
         CatalogIssue::BadInstallAfter { .. } => format!("services.{service}.install_after"),
+        CatalogIssue::BadUpgradeBefore { .. } => format!("services.{service}.upgrade_before"),
         CatalogIssue::UnknownBootstrapNeed { .. }
         | CatalogIssue::WithWorkloadNotPost { .. }
         | CatalogIssue::UnknownBootstrapTask { .. }

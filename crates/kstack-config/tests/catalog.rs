@@ -155,3 +155,36 @@ fn a_bad_install_after_entry_names_file_line_field_and_what_to_write() {
     assert!(e.message.contains("rabbitmq/db-sync"), "{}", e.message);
     insta::assert_snapshot!(render_plain(&loaded.diagnostics));
 }
+
+#[test]
+fn a_bad_upgrade_before_entry_names_file_line_field_and_what_to_write() {
+    // nova-scheduler does not depend on nova-conductor; nova-compute depends on nova-libvirt
+    // and on nova-conductor, which itself depends on nova-api: nova-api's pods cannot wait for
+    // nova-compute while nova-conductor, which nova-compute waits for, waits for nova-api.
+    let cat = "services:\n  nova-scheduler:\n    upgrade_before: [nova-conductor]\n  nova-compute:\n    depends_on: [nova-conductor, nova-api]\n    upgrade_before:\n      - nova-api\n";
+    let loaded = load(&sources(GLOBALS, Some(cat)));
+    assert!(loaded.config.is_none());
+    let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 2, "{}", render_plain(&loaded.diagnostics));
+    let where_: Vec<_> = errors
+        .iter()
+        .map(|e| (e.file.as_str(), e.line, e.field.as_deref()))
+        .collect();
+    assert!(
+        where_.contains(&(
+            "catalog.yml",
+            3,
+            Some("services.nova-scheduler.upgrade_before")
+        )),
+        "{where_:?}"
+    );
+    assert!(
+        where_.contains(&(
+            "catalog.yml",
+            6,
+            Some("services.nova-compute.upgrade_before")
+        )),
+        "{where_:?}"
+    );
+    insta::assert_snapshot!(render_plain(&loaded.diagnostics));
+}

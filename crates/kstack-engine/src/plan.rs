@@ -13,7 +13,10 @@
 //! what that names (services healthy, other services' bootstrap tasks done), since the pods
 //! need less to start than the service's place in an upgrade implies. Only while a service is
 //! first installed: in an upgrade or a reconfigure its first step waits for every service in
-//! `depends_on`, as a whole, so a failed step leaves its dependents untouched.
+//! `depends_on`, as a whole, so a failed step leaves its dependents untouched. The exception is
+//! the catalog's `upgrade_before`: in an upgrade of a service, those of its dependencies count as
+//! ready once their Jobs are done (their schema migrations), and their workloads wait until the
+//! service is healthy (nova-conductor before nova-api and everything after it).
 //!
 //! Which Jobs a deploy runs depends on each service's [`Mode`] (install, steady, upgrade) and
 //! its tasks' phases: `post` tasks run once their own service is healthy, or once its workload
@@ -508,6 +511,12 @@ pub fn plan(
     let mut healthy: BTreeMap<String, usize> = BTreeMap::new();
     // Every service's bootstrap task by (service, task): the steps that end it.
     let mut all_task_steps: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    // Every service's config step and Jobs before its workload, and its workload step.
+    let mut before_workload: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut workload_steps: BTreeMap<String, usize> = BTreeMap::new();
+    // (workload step, step it must also wait for): a service of `upgrade_before` waits for the
+    // health of the service that upgrades first, which is planned after it.
+    let mut upgrade_first: Vec<(usize, usize)> = Vec::new();
     for service in &order {
         let timeout = timeouts.for_service(service);
         let idx = |pred: &dyn Fn(&DesiredObject) -> bool| -> Vec<usize> {
@@ -518,12 +527,27 @@ pub fn plan(
                 .map(|(i, _)| i)
                 .collect()
         };
-        let dependencies: Vec<usize> = graph.dependencies(service).map(|d| healthy[d]).collect();
         // Only a service's first install starts before its dependencies are healthy (its config
         // objects, and the Jobs whose tasks need less): in an upgrade or a reconfigure nothing
         // of a service changes before what it depends on works, so a failed upgrade of keystone
-        // leaves glance, its schema included, as it was.
+        // leaves glance, its schema included, as it was. In an upgrade, a dependency the
+        // catalog upgrades after this service (`upgrade_before`) counts as ready once its Jobs
+        // (its schema migrations) are done.
         let installing = modes.get(service).is_some_and(|m| m.mode == Mode::Install);
+        let upgrading = modes
+            .get(service)
+            .is_some_and(|m| matches!(m.mode, Mode::Upgrade { .. }));
+        let first_of: &[String] = match catalog.services.get(service) {
+            Some(s) if upgrading => &s.upgrade_before,
+            _ => &[],
+        };
+        let ready = |d: &str| -> Vec<usize> {
+            match before_workload.get(d) {
+                Some(steps) if first_of.iter().any(|f| f == d) => steps.clone(),
+                _ => healthy.get(d).copied().into_iter().collect(),
+            }
+        };
+        let dependencies: Vec<usize> = graph.dependencies(service).flat_map(ready).collect();
         let mut config_deps = vec![ns_step];
         if !installing {
             config_deps.extend(&dependencies);
@@ -552,9 +576,7 @@ pub fn plan(
                 deps.extend(task_steps.get(a).into_iter().flatten().copied());
             }
             for n in &task.needs {
-                if let Some(h) = healthy.get(n) {
-                    deps.push(*h);
-                }
+                deps.extend(ready(n));
             }
             if task.after.is_empty() && task.needs.is_empty() {
                 deps.extend(&dependencies);
@@ -590,6 +612,7 @@ pub fn plan(
         };
         let mut deps = vec![config];
         deps.extend(job_steps);
+        before_workload.insert(service.clone(), deps.clone());
         let install_after = catalog
             .services
             .get(service)
@@ -623,6 +646,12 @@ pub fn plan(
             timeout,
         );
         healthy.insert(service.clone(), health);
+        workload_steps.insert(service.clone(), apply);
+        for f in first_of {
+            if let Some(&wl) = workload_steps.get(f) {
+                upgrade_first.push((wl, health));
+            }
+        }
 
         // Post tasks: once the service is healthy (or, `with_workload`, once it is applied);
         // its dependents do not wait for them.
@@ -670,6 +699,13 @@ pub fn plan(
             let ends = contract_steps.into_values().collect();
             push(StepKind::Contracted, Some(service), ends, vec![], timeout);
         }
+    }
+
+    for (workload, first) in upgrade_first {
+        let deps = &mut steps[workload].deps;
+        deps.push(first);
+        deps.sort_unstable();
+        deps.dedup();
     }
 
     let mut plan = Plan {

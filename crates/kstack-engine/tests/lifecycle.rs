@@ -130,6 +130,24 @@ async fn an_upgrade_expands_before_the_new_pods_and_contracts_after_every_servic
         first(&log, "ready Job/glance-api-db-expand-")
             < first(&log, "apply Job/glance-api-db-migrate-")
     );
+    // Nova's conductors run the new release before any other nova service (an older conductor
+    // cannot read the newer objects the others send): once the databases are migrated, before
+    // nova-api's new pods and so before the scheduler's and compute's.
+    let conductors = first(&log, "ready Deployment/nova-conductor");
+    assert!(
+        first(&log, "ready Job/nova-api-cells-") < first(&log, "apply Deployment/nova-conductor"),
+        "the conductors' new pods start on migrated databases"
+    );
+    for later in [
+        "apply Deployment/nova-api",
+        "apply Deployment/nova-scheduler",
+        "apply DaemonSet/nova-compute",
+    ] {
+        assert!(
+            conductors < first(&log, later),
+            "{later} after the conductors"
+        );
+    }
     let h = history(&fake).await;
     let k = h.latest("keystone").unwrap();
     assert_eq!(k.generation, 2);

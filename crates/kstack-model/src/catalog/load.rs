@@ -20,6 +20,14 @@ pub enum CatalogIssue {
         problem: String,
     },
     #[error(
+        "service `{service}`: upgrade_before entry `{entry}` {problem}; name services of its depends_on that nothing else it depends on depends on"
+    )]
+    BadUpgradeBefore {
+        service: String,
+        entry: String,
+        problem: String,
+    },
+    #[error(
         "service `{service}`: bootstrap task `{task}` has with_workload but is not a `post` task; only post tasks may start beside the workload"
     )]
     WithWorkloadNotPost { service: String, task: String },
@@ -217,6 +225,7 @@ impl Catalog {
                     bootstrap: o.bootstrap.unwrap_or_default(),
                     depends_on: o.depends_on.unwrap_or_default(),
                     install_after: o.install_after.unwrap_or_default(),
+                    upgrade_before: o.upgrade_before.unwrap_or_default(),
                     only_kubernetes: o.only_kubernetes,
                     public_gateway: o.public_gateway.unwrap_or(false),
                 },
@@ -269,6 +278,41 @@ impl Catalog {
             .get(dep)
             .is_some_and(|s| s.bootstrap.iter().any(|t| t.name == task));
         (!known).then(|| format!("names task `{task}`, which `{dep}` does not have"))
+    }
+
+    /// What is wrong with one `upgrade_before` entry of `service`, if anything: it must be in
+    /// `depends_on`, and no other service of `depends_on` may depend on it, directly or not (that
+    /// one's pods would wait for it, and so this service for its own dependent).
+    fn upgrade_before_problem(&self, service: &Service, entry: &str) -> Option<String> {
+        if !service.depends_on.iter().any(|d| d == entry) {
+            return Some("is not in depends_on".to_owned());
+        }
+        let through = service
+            .depends_on
+            .iter()
+            .filter(|d| d.as_str() != entry)
+            .find(|d| self.depends_on_transitively(d, entry))?;
+        Some(format!(
+            "is also a dependency of `{through}`, another service of its depends_on (its pods would wait for `{through}`, which waits for them)"
+        ))
+    }
+
+    /// Whether `from` depends on `to` through `depends_on`, directly or not.
+    fn depends_on_transitively(&self, from: &str, to: &str) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from];
+        while let Some(s) = todo.pop() {
+            if !seen.insert(s) {
+                continue;
+            }
+            for d in self.services.get(s).map_or(&[][..], |s| &s.depends_on) {
+                if d == to {
+                    return true;
+                }
+                todo.push(d);
+            }
+        }
+        false
     }
 
     /// Check references between services and bootstrap tasks, and that every port kstack
@@ -390,6 +434,15 @@ impl Catalog {
                     });
                 }
             }
+            for entry in &s.upgrade_before {
+                if let Some(problem) = self.upgrade_before_problem(s, entry) {
+                    issues.push(CatalogIssue::BadUpgradeBefore {
+                        service: name.clone(),
+                        entry: entry.clone(),
+                        problem,
+                    });
+                }
+            }
             let tasks: BTreeSet<&str> = s.bootstrap.iter().map(|t| t.name.as_str()).collect();
             for t in &s.bootstrap {
                 if t.with_workload && t.phase != Phase::Post {
@@ -499,9 +552,16 @@ fn apply(s: &mut Service, o: ServiceOverlay) {
             s.install_after
                 .retain(|e| deps.iter().any(|d| d == e.split('/').next().unwrap_or(e)));
         }
+        if o.upgrade_before.is_none() {
+            let deps = &s.depends_on;
+            s.upgrade_before.retain(|e| deps.contains(e));
+        }
     }
     if let Some(v) = o.install_after {
         s.install_after = v;
+    }
+    if let Some(v) = o.upgrade_before {
+        s.upgrade_before = v;
     }
     if let Some(v) = o.only_kubernetes {
         s.only_kubernetes = Some(v);

@@ -112,6 +112,13 @@ pub struct Service {
     /// first either way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install_after: Vec<String>,
+    /// Services of `depends_on` whose pods an upgrade replaces after this service's rather than
+    /// before: in an upgrade of this service it waits for their Jobs (their schema migrations),
+    /// not their pods, and their pods wait until this service is healthy. (Nova's conductors run
+    /// the new release before any other nova service: an older conductor cannot read the newer
+    /// objects the others send.) No other service of `depends_on` may depend on one named here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade_before: Vec<String>,
     /// Set when the service exists on Kubernetes only: why it has no single-node (Compose)
     /// form, and what to use there instead. Rendering it for Compose is an error that says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -735,6 +742,7 @@ pub struct ServiceOverlay {
     pub bootstrap: Option<Vec<BootstrapTask>>,
     pub depends_on: Option<Vec<String>>,
     pub install_after: Option<Vec<String>>,
+    pub upgrade_before: Option<Vec<String>>,
     pub only_kubernetes: Option<String>,
     pub public_gateway: Option<bool>,
 }
