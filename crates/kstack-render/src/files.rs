@@ -252,6 +252,11 @@ pub const DRAIN_SECS: i64 = 5;
 /// the pod's 30 s grace period, after the drain sleep, leaving the server time to shut down).
 pub const MARIADB_DRAIN_CLOSE_SECS: u64 = 15;
 
+/// How long nova-compute's drain (`nova-compute-drain.py`) waits at most for the servers of its
+/// host that have a task under way, before the container stops (the catalog gives the pod a
+/// longer grace period).
+pub const NOVA_COMPUTE_DRAIN_SECS: u64 = 120;
+
 /// Every non-empty value of passwords.yml (SSH keys: both halves): what must never appear in
 /// a ConfigMap, an env literal or a message (`kstack verify` redacts them from what it
 /// reports). Rendering never uses this list to decide what is secret: see [`crate::secrets`].

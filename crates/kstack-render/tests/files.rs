@@ -656,3 +656,36 @@ fn every_bootstrap_env_placeholder_is_filled_for_both_targets() {
         );
     }
 }
+
+#[test]
+fn nova_computes_drain_is_python_that_waits_for_its_hosts_busy_servers() {
+    let files = render_files(&config(&[]), Target::Kubernetes).unwrap();
+    let text = file(&files, "nova-compute", "nova-compute-drain.py");
+    let mut python = std::process::Command::new("python3")
+        .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write as _;
+    python
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(python.wait().unwrap().success(), "{text}");
+    // Bounded by less than the pod's grace period, asking about this host's servers only.
+    assert!(text.contains(&format!(
+        "LIMIT = {}",
+        kstack_render::files::NOVA_COMPUTE_DRAIN_SECS
+    )));
+    assert!(text.contains("host={conf.host}"), "{text}");
+    let catalog = Catalog::builtin().unwrap();
+    let grace = catalog.services["nova-compute"].containers[0]
+        .stop_grace_secs
+        .unwrap();
+    assert!(
+        grace > kstack_render::files::NOVA_COMPUTE_DRAIN_SECS as i64 + 30,
+        "grace {grace}"
+    );
+}

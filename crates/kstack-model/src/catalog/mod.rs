@@ -219,6 +219,11 @@ pub struct Container {
     /// container stops at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pre_stop: Vec<String>,
+    /// How long the container may take to stop, its `pre_stop` included (Kubernetes: the
+    /// pod's `terminationGracePeriodSeconds`, the longest of its containers'; 30 s without).
+    /// Compose has no `pre_stop` and stops it with its own default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace_secs: Option<i64>,
     /// The signal that stops the container's process gracefully: it stops accepting, finishes
     /// the requests it is serving, then exits (Apache: `WINCH`). Without it the process gets
     /// SIGTERM, which stops Apache at once. On Kubernetes the pod's `preStop` hook sends it to

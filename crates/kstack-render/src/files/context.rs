@@ -8,7 +8,9 @@ use std::sync::Arc;
 use kstack_config::Config;
 use minijinja::Value;
 
-use super::{DRAIN_SECS, MARIADB_DRAIN_CLOSE_SECS, RenderError, Target, port};
+use super::{
+    DRAIN_SECS, MARIADB_DRAIN_CLOSE_SECS, NOVA_COMPUTE_DRAIN_SECS, RenderError, Target, port,
+};
 use crate::escape;
 use crate::names::peers_service;
 use crate::secrets::Secrets;
@@ -170,6 +172,10 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
     // MariaDB's drain before it stops: kube-proxy's delay, then closing idle connections.
     set("drain_secs", Value::from(DRAIN_SECS));
     set("drain_close_secs", Value::from(MARIADB_DRAIN_CLOSE_SECS));
+    set(
+        "nova_compute_drain_secs",
+        Value::from(NOVA_COMPUTE_DRAIN_SECS),
+    );
     set("fernet_token_expiry", Value::from(g.fernet.token_expiry));
     set(
         "fernet_token_allow_expired_window",

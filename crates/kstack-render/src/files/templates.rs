@@ -157,6 +157,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/nova/libvirt-sasl-user.sh.j2"),
     ),
     (
+        "nova/nova-compute-drain.py.j2",
+        include_str!("../../templates/nova/nova-compute-drain.py.j2"),
+    ),
+    (
         "nova/libvirt-start.sh.j2",
         include_str!("../../templates/nova/libvirt-start.sh.j2"),
     ),

@@ -138,7 +138,14 @@ impl Renderer<'_> {
                 labels: Some(pod_labels(globals, name, own)),
                 ..Default::default()
             }),
-            spec: Some(pod_spec(globals, service, containers, volumes)),
+            spec: Some(PodSpec {
+                termination_grace_period_seconds: service
+                    .containers
+                    .iter()
+                    .filter_map(|c| c.stop_grace_secs)
+                    .max(),
+                ..pod_spec(globals, service, containers, volumes)
+            }),
         }
     }
 }
