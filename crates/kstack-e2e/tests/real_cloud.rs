@@ -18,7 +18,7 @@ use serde_json::Value;
 mod support;
 use support::{
     Apis, LoadSwitch, admin_password, admin_token, admin_token_and_project, ceph_for_cinder,
-    processes, real_node, reclaim_volumes, run_in_pod, user_load,
+    processes, real_node, reclaim_volumes, run_in_pod, started_ticks, user_load,
 };
 
 /// On top of the node globals: the default cloud (every service kolla-ansible enables by
@@ -1381,13 +1381,10 @@ fn libvirt_processes(name: &str) -> anyhow::Result<Vec<(i32, chrono::DateTime<ch
         if comm.trim() != name || !cgroup.lines().any(|l| l.ends_with(":/kstack-libvirt")) {
             continue;
         }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // The fields after the command's closing parenthesis; the start time is the 22nd field.
-        let ticks: i64 = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(19))
-            .and_then(|t| t.parse().ok())
-            .with_context(|| format!("/proc/{pid}/stat: {stat}"))?;
+        let Some(ticks) = started_ticks(pid) else {
+            continue; // it has ended since
+        };
+        let ticks = i64::try_from(ticks)?;
         let at = chrono::DateTime::from_timestamp_millis(boot * 1000 + ticks * 10)
             .context("a start time out of range")?;
         found.push((pid, at));

@@ -393,8 +393,20 @@ pub async fn admin_token_and_project(
     Ok((token, project))
 }
 
+/// When process `pid` started, in clock ticks since the machine booted (the 22nd field of
+/// `/proc/<pid>/stat`), or `None` once it has gone.
+pub fn started_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis; the start time is the 22nd field.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse().ok())
+}
+
 /// The processes named `comm` on this host (the real node's) that belong to one of the pods
-/// `uids`: a process belongs to a pod when its cgroup path names the pod's UID.
+/// `uids`, the one that started first first: a process belongs to a pod when its cgroup path
+/// names the pod's UID. Process IDs wrap (at 32768 on a small machine), so a lower one is not
+/// an older process.
 pub fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc")?.flatten() {
@@ -409,11 +421,13 @@ pub fn processes(uids: &[String], comm: &str) -> anyhow::Result<Vec<i32>> {
         if uids
             .iter()
             .any(|u| cgroup.contains(u) || cgroup.contains(&u.replace('-', "_")))
+            && let Some(started) = started_ticks(pid)
         {
-            pids.push(pid);
+            pids.push((started, pid));
         }
     }
-    Ok(pids)
+    pids.sort_unstable();
+    Ok(pids.into_iter().map(|(_, pid)| pid).collect())
 }
 
 /// Runs `args` in the namespaces of pod `pod`'s first process named `comm`, from this host (the
@@ -429,9 +443,10 @@ pub async fn run_in_pod(
 ) -> anyhow::Result<String> {
     use tokio::io::AsyncWriteExt;
     let uid = pods.get(pod).await?.metadata.uid.context("pod UID")?;
+    // The pod's first such process: a later one may be a health check's, gone at any moment.
     let pid = processes(&[uid], comm)?
         .into_iter()
-        .min()
+        .next()
         .with_context(|| format!("no {comm} runs in {pod}"))?;
     let mut child = tokio::process::Command::new("nsenter")
         .args(["-t", &pid.to_string(), "-m", "-u", "-i", "-n", "-p", "--"])
