@@ -277,6 +277,7 @@ async fn tempest_smoke_passes(cloud: &Cloud, client: &kube::Client) -> anyhow::R
     }
     let workspace = tempfile::tempdir()?;
     let started = std::time::Instant::now();
+    let sampler = GuestPorts::sample(client, cloud).await;
     let out = tokio::process::Command::new("bash")
         .arg(kstack_e2e::hack_script("tempest.sh"))
         .args(["--smoke", "--external-subnet", "172.24.4.0/24"])
@@ -294,8 +295,10 @@ async fn tempest_smoke_passes(cloud: &Cloud, client: &kube::Client) -> anyhow::R
         // A guest tempest could not reach: what the node says about the guests' network
         // (tempest's output above has the failed tests' guest consoles).
         let diagnostics = network_diagnostics(client, cloud).await;
-        panic!("tempest smoke failed ({seconds} s)\n{diagnostics}");
+        let history = sampler.history_of_macs_in(&stdout);
+        panic!("tempest smoke failed ({seconds} s)\n{diagnostics}{history}");
     }
+    drop(sampler);
     // summarize.py's last count line: `N passed, N failed, N skipped`.
     let counts = stdout
         .lines()
@@ -1390,6 +1393,207 @@ fn libvirt_processes(name: &str) -> anyhow::Result<Vec<(i32, chrono::DateTime<ch
         found.push((pid, at));
     }
     Ok(found)
+}
+
+/// The guests' ports on the node's integration bridge, sampled every 5 s while tempest runs: a
+/// guest tempest could not reach has left by the time its test fails, so what its port did
+/// (its OpenFlow port number, VLAN tag, link, and packets each way) is kept as it happened.
+struct GuestPorts {
+    samples: std::sync::Arc<std::sync::Mutex<Vec<PortSample>>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// One sample of one guest port (`tap...`) on the integration bridge.
+#[derive(Clone, PartialEq)]
+struct PortSample {
+    at: chrono::DateTime<chrono::Utc>,
+    name: String,
+    mac: String,
+    ofport: String,
+    tag: String,
+    link: String,
+    error: String,
+    rx: u64,
+    tx: u64,
+    dropped: u64,
+}
+
+impl GuestPorts {
+    /// Starts sampling (nothing when the node has no Open vSwitch pod).
+    async fn sample(client: &kube::Client, cloud: &Cloud) -> Self {
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &cloud.ns.name);
+        let pod = pods.list(&ListParams::default()).await.ok().and_then(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .find(|n| n.starts_with("openvswitch-vswitchd-"))
+        });
+        let task = pod.map(|pod| {
+            let samples = samples.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Ok(rows) = port_samples(&pods, &pod).await {
+                        samples
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .extend(rows);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
+            })
+        });
+        Self { samples, task }
+    }
+
+    /// The history of the ports whose MAC address `text` names (tempest prints a failed test's
+    /// server with its ports' MACs), one line per change of number, tag, link or error, with
+    /// the packets each way at that sample and at the last one.
+    fn history_of_macs_in(&self, text: &str) -> String {
+        let Ok(mac) = regex::Regex::new(r"fa:16:3e(?::[0-9a-f]{2}){3}") else {
+            return String::new();
+        };
+        let macs: std::collections::BTreeSet<&str> =
+            mac.find_iter(text).map(|m| m.as_str()).collect();
+        let samples = self
+            .samples
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut out = format!(
+            "== the failed tests' guest ports on br-int, sampled every 5 s ({} samples; MACs {macs:?})\n",
+            samples.len()
+        );
+        for mac in macs {
+            let mine: Vec<&PortSample> = samples.iter().filter(|s| s.mac == mac).collect();
+            // A line at the first sample, the last, each change of state, and each time the
+            // packets from the guest start or stop coming.
+            let (mut last, mut was_moving): (Option<&PortSample>, Option<bool>) = (None, None);
+            for (i, s) in mine.iter().enumerate() {
+                let changed = last.is_none_or(|l| {
+                    (&l.name, &l.ofport, &l.tag, &l.link, &l.error)
+                        != (&s.name, &s.ofport, &s.tag, &s.link, &s.error)
+                });
+                let moving = last.map(|l| l.rx != s.rx);
+                let turned = moving.is_some() && was_moving.is_some() && moving != was_moving;
+                was_moving = moving.or(was_moving);
+                if changed || turned || i + 1 == mine.len() {
+                    out.push_str(&format!(
+                        "  {} {mac} {} ofport {} tag {} link {} rx {} tx {} dropped {}{}\n",
+                        s.at.format("%H:%M:%S"),
+                        s.name,
+                        s.ofport,
+                        s.tag,
+                        s.link,
+                        s.rx,
+                        s.tx,
+                        s.dropped,
+                        if s.error.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" error {}", s.error)
+                        },
+                    ));
+                }
+                last = Some(s);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for GuestPorts {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The guest ports (`tap...`) of the integration bridge now, from the node's Open vSwitch.
+async fn port_samples(pods: &Api<Pod>, pod: &str) -> anyhow::Result<Vec<PortSample>> {
+    let ovs = |args: &'static [&'static str]| run_in_pod(pods, pod, "ovs-vswitchd", args, &[], "");
+    let interfaces = ovs(&[
+        "ovs-vsctl",
+        "--format=csv",
+        "--no-headings",
+        "--columns=name,ofport,external_ids,statistics,link_state,error",
+        "list",
+        "Interface",
+    ])
+    .await?;
+    let tags = ovs(&[
+        "ovs-vsctl",
+        "--format=csv",
+        "--no-headings",
+        "--columns=name,tag",
+        "list",
+        "Port",
+    ])
+    .await?;
+    let tags: std::collections::HashMap<&str, &str> =
+        tags.lines().filter_map(|l| l.split_once(',')).collect();
+    let field = |map: &str, key: &str| {
+        map.split(", ")
+            .find_map(|kv| {
+                kv.trim_start_matches('{')
+                    .strip_prefix(key)?
+                    .strip_prefix('=')
+            })
+            .map(|v| v.trim_end_matches('}').trim_matches('"').to_owned())
+            .unwrap_or_default()
+    };
+    let at = chrono::Utc::now();
+    let mut rows = Vec::new();
+    for line in interfaces.lines().filter(|l| l.starts_with("tap")) {
+        let mut reader = csv_fields(line).into_iter();
+        let (name, ofport, ids, stats, link, error) = (
+            reader.next().unwrap_or_default(),
+            reader.next().unwrap_or_default(),
+            reader.next().unwrap_or_default(),
+            reader.next().unwrap_or_default(),
+            reader.next().unwrap_or_default(),
+            reader.next().unwrap_or_default(),
+        );
+        let count = |key: &str| field(&stats, key).parse::<u64>().unwrap_or(0);
+        rows.push(PortSample {
+            at,
+            tag: tags.get(name.as_str()).copied().unwrap_or("").to_owned(),
+            mac: field(&ids, "attached-mac"),
+            ofport,
+            link,
+            error: if error == "[]" {
+                String::new()
+            } else {
+                error.trim_matches('"').to_owned()
+            },
+            rx: count("rx_packets"),
+            tx: count("tx_packets"),
+            dropped: count("rx_dropped") + count("tx_dropped"),
+            name,
+        });
+    }
+    Ok(rows)
+}
+
+/// The fields of one CSV line as ovs-vsctl writes it: fields with a comma or a quote are in
+/// double quotes, a quote inside doubled.
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut cur, mut quoted, mut chars) =
+        (Vec::new(), String::new(), false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    fields.push(cur);
+    fields
 }
 
 /// How a TCP port answered while [`reachability`] probed it.
@@ -2517,4 +2721,61 @@ fn host_network() -> Vec<String> {
         out.push(format!("{ns}: {}", addrs.replace('\n', "; ")));
     }
     out
+}
+
+/// The port history printed when tempest fails: ovs-vsctl's CSV read back, and one line per
+/// change of the port, or of whether the guest's packets come, for the MACs the output names.
+#[test]
+fn a_failed_guests_port_history_shows_when_its_packets_stopped() {
+    let line = r#"tap1d2806d5-81,-1,"{attached-mac=""fa:16:3e:a2:9e:3b"", iface-id=""1d28""}",{},[],"""could not open network device tap1d2806d5-81 (No such device)""""#;
+    assert_eq!(
+        csv_fields(line),
+        [
+            "tap1d2806d5-81",
+            "-1",
+            r#"{attached-mac="fa:16:3e:a2:9e:3b", iface-id="1d28"}"#,
+            "{}",
+            "[]",
+            r#""could not open network device tap1d2806d5-81 (No such device)""#,
+        ]
+    );
+    let at = |s: u32| chrono::DateTime::from_timestamp(i64::from(s), 0).unwrap_or_default();
+    let sample = |t: u32, ofport: &str, rx: u64| PortSample {
+        at: at(t),
+        name: "tapa".into(),
+        mac: "fa:16:3e:00:00:01".into(),
+        ofport: ofport.into(),
+        tag: "4".into(),
+        link: "up".into(),
+        error: String::new(),
+        rx,
+        tx: 0,
+        dropped: 0,
+    };
+    let ports = GuestPorts {
+        samples: std::sync::Arc::new(std::sync::Mutex::new(vec![
+            sample(0, "7", 1),
+            sample(5, "7", 2),
+            sample(10, "7", 3),
+            sample(15, "-1", 3),
+            sample(20, "7", 3),
+            sample(25, "7", 3),
+            sample(30, "7", 3),
+        ])),
+        task: None,
+    };
+    let history = ports.history_of_macs_in("'OS-EXT-IPS-MAC:mac_addr': 'fa:16:3e:00:00:01'");
+    let times: Vec<&str> = history
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    // The first sample, the reboot (-1), the port back, when rx stopped moving (the sample at
+    // 15 s is the first without a new packet), and the last.
+    assert_eq!(
+        times,
+        ["00:00:00", "00:00:15", "00:00:20", "00:00:30"],
+        "{history}"
+    );
+    assert!(ports.history_of_macs_in("no MAC here").lines().count() == 1);
 }
