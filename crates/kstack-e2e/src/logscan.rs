@@ -255,6 +255,35 @@ mod tests {
     }
 
     #[test]
+    fn nova_s_marker_record_is_allowed_in_the_upgrade_and_a_real_server_s_is_not() {
+        let allow = allowed().unwrap();
+        // Two records (another time and request each), not one record's two lines.
+        let line = |uuid: &str| {
+            format!(
+                "2026-11-29 11:42:1{} 20 ERROR nova.objects.instance [None req-{} - - - - - -] \
+                 [instance: {uuid}] Unable to migrate instance because host None with node None \
+                 not found: nova.exception.ComputeHostNotFound: Compute host None could not be found.",
+                &uuid[..1],
+                &uuid[..1]
+            )
+        };
+        let (marker, server) = (
+            line("00000000-0000-0000-0000-000000000000"),
+            line("3a68b627-3981-430c-9379-f480feedd4f3"),
+        );
+        let scan = Scan::of(
+            [
+                ("nova-conductor", marker.as_str()),
+                ("nova-conductor", server.as_str()),
+            ],
+            &allow,
+        );
+        assert_eq!(scan.errors, 2);
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        assert_eq!(scan.allowed.iter().sum::<usize>(), 1, "{scan:?}");
+    }
+
+    #[test]
     fn allowed_lines_are_counted_per_entry_and_the_rest_grouped() {
         let allow = vec![Allowed {
             container: Regex::new("^(?:neutron-server)$").unwrap(),
