@@ -1404,7 +1404,7 @@ struct GuestPorts {
 }
 
 /// One sample of one guest port (`tap...`) on the integration bridge.
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 struct PortSample {
     at: chrono::DateTime<chrono::Utc>,
     name: String,
@@ -1517,6 +1517,16 @@ impl Drop for GuestPorts {
     }
 }
 
+/// The node's Open vSwitch ports with their VLAN tags, one `name,tag` CSV line each.
+const OVS_PORT_TAGS: &[&str] = &[
+    "ovs-vsctl",
+    "--format=csv",
+    "--no-headings",
+    "--columns=name,tag",
+    "list",
+    "Port",
+];
+
 /// The guest ports (`tap...`) of the integration bridge now, from the node's Open vSwitch.
 async fn port_samples(pods: &Api<Pod>, pod: &str) -> anyhow::Result<Vec<PortSample>> {
     let ovs = |args: &'static [&'static str]| run_in_pod(pods, pod, "ovs-vswitchd", args, &[], "");
@@ -1529,15 +1539,7 @@ async fn port_samples(pods: &Api<Pod>, pod: &str) -> anyhow::Result<Vec<PortSamp
         "Interface",
     ])
     .await?;
-    let tags = ovs(&[
-        "ovs-vsctl",
-        "--format=csv",
-        "--no-headings",
-        "--columns=name,tag",
-        "list",
-        "Port",
-    ])
-    .await?;
+    let tags = ovs(OVS_PORT_TAGS).await?;
     let tags: std::collections::HashMap<&str, &str> =
         tags.lines().filter_map(|l| l.split_once(',')).collect();
     let field = |map: &str, key: &str| {
@@ -2650,23 +2652,9 @@ async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
         Err(e) => out.push(format!("dnsmasq's log could not be read: {e}")),
     }
     let ports = match named("openvswitch-vswitchd-") {
-        Some((pod, _)) => run_in_pod(
-            &pods,
-            &pod,
-            "ovs-vswitchd",
-            &[
-                "ovs-vsctl",
-                "--format=csv",
-                "--no-headings",
-                "--columns=name,tag",
-                "list",
-                "Port",
-            ],
-            &[],
-            "",
-        )
-        .await
-        .map(|csv| csv.lines().collect::<Vec<_>>().join(" ")),
+        Some((pod, _)) => run_in_pod(&pods, &pod, "ovs-vswitchd", OVS_PORT_TAGS, &[], "")
+            .await
+            .map(|csv| csv.lines().collect::<Vec<_>>().join(" ")),
         None => Err(anyhow::anyhow!("no openvswitch-vswitchd pod")),
     };
     match ports {
