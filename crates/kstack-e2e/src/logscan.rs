@@ -114,6 +114,25 @@ static RABBIT_CHANNEL_ERROR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Channel error on connection .*, channel \d+:(?:\x1b\[0m)?\s*$").expect("valid")
 });
 
+/// An Erlang supervisor's report that it shut down (`errorContext: shutdown`, after a child it
+/// cannot restart exited, or `shutdown_error`, its parent's report of it): RabbitMQ logs it right
+/// after the crash of that child, which is what it reports on.
+static SUPERVISOR_SHUTDOWN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\] <[\d.]+>\s+errorContext: shutdown(?:_error)?(?:\x1b\[0m)?\s*$").expect("valid")
+});
+
+/// The time in a RabbitMQ line's prefix.
+static RABBIT_TIME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\+\d\d:\d\d \[(?:error|critical)\]")
+        .expect("valid")
+});
+
+/// When a RabbitMQ line was logged, by its own prefix.
+fn rabbit_time(line: &str) -> Option<chrono::NaiveDateTime> {
+    let at = RABBIT_TIME.captures(line)?.get(1)?.as_str();
+    chrono::NaiveDateTime::parse_from_str(at, "%Y-%m-%d %H:%M:%S%.f").ok()
+}
+
 /// The `(container, line)` pairs of rows of the central log store (`file`, `_time`, `_msg`), in
 /// the order each container wrote them.
 pub fn ordered(rows: &[serde_json::Value]) -> Vec<(&str, &str)> {
@@ -146,7 +165,9 @@ impl Scan {
     /// of one oslo.log record (a message and the traceback under it, each line with the same
     /// prefix, and a traceback line with no level of its own that follows) are one record, as
     /// are the lines of one RabbitMQ event (the same prefix) and RabbitMQ's channel error and
-    /// the reason it logs next; an entry allows a record when it matches any of its lines.
+    /// the reason it logs next, and a supervisor's report of its shutdown and the crash of the
+    /// child that caused it (the record of the same container logged within a second before);
+    /// an entry allows a record when it matches any of its lines.
     pub fn of<'a>(lines: impl IntoIterator<Item = (&'a str, &'a str)>, allow: &[Allowed]) -> Scan {
         let mut scan = Scan {
             allowed: vec![0; allow.len()],
@@ -187,6 +208,7 @@ impl Scan {
                 }
             }
         }
+        let records = join_supervisor_shutdowns(records);
         for (container, lines) in records {
             match allow.iter().position(|a| {
                 a.container.is_match(container) && lines.iter().any(|l| a.matches.is_match(l))
@@ -214,6 +236,36 @@ impl Scan {
             .collect::<Vec<_>>()
             .join("\n\n")
     }
+}
+
+/// Joins each supervisor's shutdown report to the record of the same container logged just
+/// before it (within a second): the crash it reports on, so that crash's entry in the list
+/// decides for both. A shutdown report with no such record stays a record of its own.
+fn join_supervisor_shutdowns<'a>(
+    records: Vec<(&'a str, Vec<&'a str>)>,
+) -> Vec<(&'a str, Vec<&'a str>)> {
+    let mut joined: Vec<(&str, Vec<&str>)> = Vec::with_capacity(records.len());
+    let mut last: BTreeMap<&str, usize> = BTreeMap::new();
+    for (container, lines) in records {
+        let shutdown = lines.iter().any(|l| SUPERVISOR_SHUTDOWN.is_match(l));
+        let before = last.get(container).copied().filter(|&at| {
+            let (Some(then), Some(now)) = (
+                joined[at].1.last().and_then(|l| rabbit_time(l)),
+                lines.first().and_then(|l| rabbit_time(l)),
+            ) else {
+                return false;
+            };
+            now >= then && now - then <= chrono::TimeDelta::seconds(1)
+        });
+        match before {
+            Some(at) if shutdown => joined[at].1.extend(lines),
+            _ => {
+                joined.push((container, lines));
+                last.insert(container, joined.len() - 1);
+            }
+        }
+    }
+    joined
 }
 
 #[cfg(test)]
@@ -385,5 +437,79 @@ mod tests {
         let (_, (n, shown)) = scan.unexpected.iter().next().unwrap();
         assert_eq!(*n, 1);
         assert!(shown.contains("not_found"), "{shown}");
+    }
+    #[test]
+    fn a_supervisors_shutdown_goes_with_the_crash_before_it() {
+        let allow = vec![Allowed {
+            container: Regex::new("^(?:rabbitmq)$").unwrap(),
+            matches: Regex::new(r"\{\{stream_not_found,").unwrap(),
+            reason: "a stream starting".into(),
+        }];
+        // As the real node's RabbitMQ of 2024.2 logged them (the container runtime's prefix,
+        // RabbitMQ's colours): a channel's crash, its supervisor's shutdown, that supervisor's
+        // parent's report of it; then, minutes later, a shutdown with no crash before it.
+        let at = |t: &str, pid: &str, rest: &str| {
+            format!(
+                "2026-11-29T12:{t}Z stdout F \x1b[38;5;160m2026-11-29 12:{t}+00:00 [error] <{pid}> {rest}\x1b[0m"
+            )
+        };
+        let lines = [
+            at("15:22.998100", "0.1035.0", "  crasher:"),
+            at(
+                "15:22.998100",
+                "0.1035.0",
+                "    exception exit: {{stream_not_found,",
+            ),
+            at(
+                "15:23.000142",
+                "0.1032.0",
+                "    supervisor: {<0.1032.0>,rabbit_channel_sup}",
+            ),
+            at("15:23.000142", "0.1032.0", "    errorContext: shutdown"),
+            at(
+                "15:23.000142",
+                "0.1032.0",
+                "    reason: reached_max_restart_intensity",
+            ),
+            at(
+                "15:23.000287",
+                "0.1029.0",
+                "    supervisor: {<0.1029.0>,rabbit_channel_sup_sup}",
+            ),
+            at(
+                "15:23.000287",
+                "0.1029.0",
+                "    errorContext: shutdown_error",
+            ),
+            at("15:23.000287", "0.1029.0", "    reason: shutdown"),
+            at(
+                "19:40.100000",
+                "0.4000.0",
+                "    supervisor: {<0.4000.0>,rabbit_channel_sup}",
+            ),
+            at("19:40.100000", "0.4000.0", "    errorContext: shutdown"),
+            at(
+                "19:40.100000",
+                "0.4000.0",
+                "    reason: reached_max_restart_intensity",
+            ),
+        ];
+        let scan = Scan::of(lines.iter().map(|l| ("rabbitmq", l.as_str())), &allow);
+        assert_eq!(scan.errors, 11);
+        assert_eq!(scan.allowed, vec![1], "{scan:?}");
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        let (_, (n, shown)) = scan.unexpected.iter().next().unwrap();
+        assert_eq!(*n, 1);
+        assert!(shown.contains("<0.4000.0>"), "{shown}");
+
+        // A crash the list does not allow takes its supervisors' reports with it.
+        let scan = Scan::of(lines[..8].iter().map(|l| ("rabbitmq", l.as_str())), &[]);
+        assert_eq!(scan.unexpected.len(), 1, "{scan:?}");
+        let (_, (n, shown)) = scan.unexpected.iter().next().unwrap();
+        assert_eq!(*n, 1);
+        assert!(
+            shown.contains("crasher") && shown.contains("shutdown_error"),
+            "{shown}"
+        );
     }
 }
