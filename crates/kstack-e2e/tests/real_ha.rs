@@ -3,7 +3,8 @@
 //! containers of the images `hack/images.sh` built, with glance and nova. A row written through
 //! one server is there at once on another. Then, while a user
 //! issues tokens, creates and lists images and lists servers, one MariaDB and one RabbitMQ pod
-//! are deleted: no request fails and both rejoin. Then one MariaDB server stops answering and
+//! are deleted: no request fails and both rejoin, and the MariaDB server, whose data directory
+//! was last upgraded by an older MariaDB, upgrades its system tables. Then one MariaDB server stops answering and
 //! falls behind, and every server is killed at once (a power cut): the servers find the most
 //! advanced of them, it starts the cluster again, the others join, and no committed row is
 //! lost. Keystone's keys rotate every minute throughout,
@@ -35,6 +36,24 @@ kstack_replicas: {mariadb: 3, rabbitmq: 3, memcached: 2, keystone: 2}\n\
 fernet_token_expiry: 1800\nfernet_token_allow_expired_window: 0\nfernet_key_rotation_interval: 60\n\
 enable_neutron: \"no\"\n\
 enable_horizon: \"no\"\nenable_heat: \"no\"\n";
+
+/// An older MariaDB release, as its mariadb-upgrade records itself in a data directory.
+const OLDER_MARIADB: &str = "10.6.22-MariaDB";
+
+/// The MariaDB version that last upgraded a server's system tables (its first install's own,
+/// or mariadb-upgrade's since), as its data directory records it.
+async fn upgrade_record(pods: &Api<Pod>, pod: &str) -> anyhow::Result<String> {
+    let text = run_in_pod(
+        pods,
+        pod,
+        "mariadbd",
+        &["cat", "/var/lib/mysql/mysql_upgrade_info"],
+        &[],
+        "",
+    )
+    .await?;
+    Ok(text.trim().to_owned())
+}
 
 #[tokio::test]
 async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request_and_recovers_from_a_power_cut()
@@ -126,6 +145,27 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         "the keys after the deploy"
     );
 
+    // mariadb-1's data directory as an older MariaDB left it (MariaDB's record of the version
+    // that last upgraded its system tables): its new pod upgrades them, as the next release's
+    // server would in a rolling upgrade, while the cluster serves.
+    let installed = upgrade_record(&pods, "mariadb-0").await?;
+    run_in_pod(
+        &pods,
+        "mariadb-1",
+        "mariadbd",
+        &[
+            "su",
+            "-s",
+            "/bin/sh",
+            "mysql",
+            "-c",
+            &format!("printf %s {OLDER_MARIADB} >/var/lib/mysql/mysql_upgrade_info"),
+        ],
+        &[],
+        "",
+    )
+    .await?;
+
     // A member of each cluster goes away (a node drain would do the same) while a user works.
     let stop = LoadSwitch::new();
     let load = tokio::spawn(user_load(apis, password.clone(), stop.clone()));
@@ -152,6 +192,39 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
         wait_ready(&client, &ns, sts, 3, Duration::from_secs(600)).await?;
     }
     let rejoined = started.elapsed().as_secs_f64();
+    // The new mariadb-1 upgrades its system tables once it is in the cluster, under the load.
+    let upgraded = loop {
+        let log = service_logs(&pods, "mariadb")
+            .await?
+            .remove("mariadb-1")
+            .unwrap_or_default();
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains("kstack-mariadb-start: mariadb-upgrade"))
+        {
+            break line.to_owned();
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(900),
+            "mariadb-1 never ran or ended mariadb-upgrade:\n{}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let upgraded = upgraded
+        .split_once("kstack-mariadb-start: ")
+        .map_or(upgraded.as_str(), |(_, said)| said)
+        .to_owned();
+    assert!(
+        upgraded.starts_with("mariadb-upgrade done in ")
+            && upgraded.ends_with(&format!(" s: {installed}")),
+        "mariadb-1's system tables, last upgraded by {OLDER_MARIADB}: {upgraded}"
+    );
+    assert_eq!(
+        upgrade_record(&pods, "mariadb-1").await?,
+        installed,
+        "mariadb-1's record after mariadb-upgrade"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.stop();
     let load = load.await?;
@@ -170,7 +243,7 @@ async fn replicated_infrastructure_forms_loses_a_member_without_a_failed_request
     );
     assert_eq!(rabbitmq_nodes(&cloud, &pods).await?.len(), 3);
     eprintln!(
-        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s ({each}); {} rounds of token issue, image create and delete, image list and server list, 0 failed",
+        "a MariaDB and a RabbitMQ pod replaced: both back in {rejoined:.1} s ({each}); mariadb-1's system tables, last upgraded by {OLDER_MARIADB}: {upgraded}; {} rounds of token issue, image create and delete, image list and server list, 0 failed",
         load.rounds
     );
 
