@@ -42,6 +42,14 @@ pub const DUMP_OPTIONS: &[&str] = &[
 /// The last line `mariadb-dump` writes when it dumped everything; a dump without it was cut off.
 pub const DUMP_TRAILER: &str = "-- Dump completed";
 
+/// The MariaDB user the scheduled backup dumps as (kolla-ansible's `mariadb_backup_database_user`),
+/// with its password in passwords.yml under [`PASSWORD`]. Every MariaDB server makes it at its
+/// start (kstack's init file, `mariadb-monitor.sql`) with read privileges only (`SELECT`,
+/// `SHOW VIEW`, `TRIGGER`, `EVENT`): what `mariadb-dump` with [`DUMP_OPTIONS`] needs.
+pub const USER: &str = "backup";
+/// The passwords.yml key of [`USER`]'s password.
+pub const PASSWORD: &str = "mariadb_backup_database_password";
+
 /// The scheduled backup's objects: its CronJob and the claim of the volume that keeps them.
 pub const CRONJOB: &str = "mariadb-backup";
 pub const CLAIM: &str = "mariadb-backups";

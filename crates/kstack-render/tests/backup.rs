@@ -153,10 +153,31 @@ fn the_schedule_gives_a_cronjob_with_its_own_volume_and_the_password_by_referenc
     else {
         panic!("the Secret {} is rendered", by.name)
     };
+    // The backup's own user's password, and root's nowhere in the backup's objects.
+    assert_eq!(plain("KSTACK_DB_USER"), kstack_model::backup::USER);
     assert_eq!(
         secret.data.as_ref().unwrap()[&by.key].0,
-        c.passwords.get("database_password").unwrap().as_bytes()
+        c.passwords
+            .get(kstack_model::backup::PASSWORD)
+            .unwrap()
+            .as_bytes()
     );
+    let root = c.passwords.get("database_password").unwrap();
+    for o in r
+        .objects
+        .iter()
+        .filter(|o| o.name().starts_with("mariadb-backup"))
+    {
+        let in_data = match o {
+            Object::Secret(s) => s.data.iter().flatten().any(|(_, v)| v.0 == root.as_bytes()),
+            _ => false,
+        };
+        assert!(
+            !in_data && !serde_json::to_string(o).unwrap().contains(root),
+            "{} holds root's password",
+            o.name()
+        );
+    }
     assert!(
         !by.name.contains("database") && by.name.starts_with("mariadb-backup-env-"),
         "{}",

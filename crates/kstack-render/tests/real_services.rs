@@ -526,6 +526,42 @@ fn each_distribution_gets_its_apache_and_mariadb_paths() {
     }
 }
 
+// ---- MariaDB's backup user: read privileges only, made by every server -----------------------
+
+#[test]
+fn every_mariadb_server_makes_the_backup_user_with_read_privileges_only() {
+    let config = config(Globals::default());
+    let files = render_files(&config, Target::Kubernetes).unwrap();
+    let mariadb = files.iter().find(|c| c.container == "mariadb").unwrap();
+    let sql = mariadb
+        .files
+        .iter()
+        .find(|f| f.content.contains("CREATE USER IF NOT EXISTS"))
+        .expect("the servers' init file");
+    assert!(sql.secret, "the init file carries passwords: a Secret");
+    let user = format!("'{}'@'%'", kstack_model::backup::USER);
+    let password = config
+        .passwords
+        .get(kstack_model::backup::PASSWORD)
+        .unwrap();
+    assert!(
+        sql.content.contains(&format!(
+            "CREATE USER IF NOT EXISTS {user} IDENTIFIED BY '{password}';"
+        )),
+        "{}",
+        sql.content
+    );
+    let grants: Vec<&str> = sql
+        .content
+        .lines()
+        .filter(|l| l.starts_with("GRANT") && l.contains(&user))
+        .collect();
+    assert_eq!(
+        grants,
+        [format!("GRANT SELECT, SHOW VIEW, TRIGGER, EVENT ON *.* TO {user};").as_str()]
+    );
+}
+
 // ---- MariaDB health check: a monitor user and its password from a secret ----------------------
 
 #[test]

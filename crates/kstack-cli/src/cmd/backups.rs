@@ -349,7 +349,7 @@ echo "-- Dump completed on 2026-11-28  2:30:00""#,
         cmd.arg(&script)
             .envs(rendered_env(keep))
             .env("KSTACK_BACKUP_DIR", backups)
-            .env("MYSQL_PWD", "root-secret")
+            .env("MYSQL_PWD", "backup-secret")
             .env("CALLS", backups.parent().unwrap().join("calls"))
             .env(
                 "PATH",
@@ -422,8 +422,15 @@ echo "-- Dump completed on 2026-11-28  2:30:00""#,
         // The clients got the password in their env, never on their command line; the dump
         // came from the server the Service named, by its own name, with the shared options.
         let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
-        assert!(!calls.contains("root-secret"), "{calls}");
+        assert!(!calls.contains("backup-secret"), "{calls}");
         assert!(calls.lines().all(|l| l.ends_with("pwd=set")), "{calls}");
+        // Every client logged in as the backup's own user, never as root.
+        assert!(
+            calls
+                .lines()
+                .all(|l| l.contains(&format!("--user={}", kstack_model::backup::USER))),
+            "{calls}"
+        );
         let dump = calls
             .lines()
             .find(|l| l.starts_with("mariadb-dump"))

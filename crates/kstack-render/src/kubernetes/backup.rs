@@ -4,10 +4,12 @@
 //!
 //! The job runs [`SCRIPT`] in the mariadb-server image (it has the MariaDB clients, gzip and
 //! coreutils): it asks the `mariadb` Service (ready servers only) for one server and dumps
-//! from that server by its own name. Root's password reaches it only by `secretKeyRef`
-//! (`MYSQL_PWD`, which the clients read). An init container, the only part that runs as
-//! root, gives the volume to the image's `mysql` user with mode 0700 (a hostPath volume, as
-//! on a single node, ignores `fsGroup`); the dump runs as `mysql`. The pod has no API token.
+//! from that server by its own name, as MariaDB's `backup` user ([`backup::USER`], made by
+//! every server at its start with read privileges only), whose password reaches it only by
+//! `secretKeyRef` (`MYSQL_PWD`, which the clients read); root's password is not in its pod.
+//! An init container, the only part that runs as root, gives the volume to the image's `mysql`
+//! user with mode 0700 (a hostPath volume, as on a single node, ignores `fsGroup`); the dump
+//! runs as `mysql`. The pod has no API token.
 //! Everything the script must agree on with `kstack backup` and `kstack restore` (file names,
 //! manifest format, dump options, system databases) is passed from [`kstack_model::backup`].
 use std::collections::BTreeMap;
@@ -54,11 +56,11 @@ pub(super) fn scheduled(config: &Config, names: &SecretNames) -> Result<Vec<Obje
     let password =
         config
             .passwords
-            .get("database_password")
+            .get(backup::PASSWORD)
             .ok_or_else(|| RenderError::MissingPassword {
                 service: backup::SERVICE.into(),
                 task: backup::CRONJOB.into(),
-                key: "database_password".into(),
+                key: backup::PASSWORD.into(),
             })?;
     let (secret, secret_vars) = secret_env(
         globals,
@@ -225,6 +227,7 @@ fn script_env(
             serde_json::Value::String(globals.images.openstack_release.clone()).to_string(),
         ),
         ("KSTACK_DB_SERVICE", backup::SERVICE.to_owned()),
+        ("KSTACK_DB_USER", backup::USER.to_owned()),
         ("KSTACK_DB_PEERS", peers_service(backup::SERVICE)),
         (
             "KSTACK_DB_PORT",

@@ -10,10 +10,11 @@
 #
 # Env (set by kstack's renderer): KSTACK_BACKUP_DIR, KSTACK_BACKUP_KEEP, KSTACK_NAMESPACE,
 # KSTACK_RELEASE_JSON (openstack_release as a JSON string), KSTACK_DB_SERVICE (only ready
-# servers behind it), KSTACK_DB_PEERS (the headless Service naming each server), KSTACK_DB_PORT,
-# KSTACK_DUMP_OPTIONS, KSTACK_SYSTEM_DATABASES, KSTACK_DUMP_TRAILER, KSTACK_DUMP_FILE,
-# KSTACK_MANIFEST_FILE, KSTACK_FORMAT; MYSQL_PWD (root's password, from a Secret) is read by
-# the clients themselves.
+# servers behind it), KSTACK_DB_PEERS (the headless Service naming each server), KSTACK_DB_USER
+# (the backup's own MariaDB user, which may only read), KSTACK_DB_PORT, KSTACK_DUMP_OPTIONS,
+# KSTACK_SYSTEM_DATABASES, KSTACK_DUMP_TRAILER, KSTACK_DUMP_FILE, KSTACK_MANIFEST_FILE,
+# KSTACK_FORMAT; MYSQL_PWD (that user's password, from a Secret) is read by the clients
+# themselves.
 set -euo pipefail
 umask 077
 shopt -s nullglob
@@ -25,7 +26,7 @@ cd "$KSTACK_BACKUP_DIR"
 # What a run killed before its end left (one run at a time: concurrencyPolicy Forbid).
 rm -rf -- .partial-*
 
-client=(--user=root --port="$KSTACK_DB_PORT")
+client=(--user="$KSTACK_DB_USER" --port="$KSTACK_DB_PORT")
 # A ready server, then that server by its own name for everything else, so the list of
 # databases and the dump come from one server.
 member=$(mariadb "${client[@]}" --connect-timeout=10 --host="$KSTACK_DB_SERVICE" --batch --skip-column-names \
