@@ -3,9 +3,9 @@
 //! containers of the images `hack/images.sh` built, with glance and nova. A row written through
 //! one server is there at once on another. Then, while a user
 //! issues tokens, creates and lists images and lists servers, one MariaDB and one RabbitMQ pod
-//! are deleted: no request fails and both rejoin, and the MariaDB server, whose data directory
-//! was last upgraded by an older MariaDB, upgrades its system tables. Then one MariaDB server stops answering and
-//! falls behind, and every server is killed at once (a power cut): the servers find the most
+//! are deleted: no request fails and both rejoin, and the MariaDB server, whose data
+//! directory was last upgraded by an older MariaDB, upgrades its system tables. Then one
+//! MariaDB server stops answering and falls behind, and every server is killed at once (a power cut): the servers find the most
 //! advanced of them, it starts the cluster again, the others join, and no committed row is
 //! lost. Keystone's keys rotate every minute throughout,
 //! and tokens of either keystone replica validate on the other. Needs what `real_cloud.rs` needs (hack/test.sh provides it) and runs on the node's

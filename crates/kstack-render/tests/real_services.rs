@@ -528,16 +528,23 @@ fn each_distribution_gets_its_apache_and_mariadb_paths() {
 
 // ---- MariaDB's backup user: read privileges only, made by every server -----------------------
 
+/// The file every MariaDB server runs at its start, making kstack's own users.
+fn mariadb_init_file(files: &[ContainerFiles]) -> &kstack_render::RenderedFile {
+    files
+        .iter()
+        .find(|c| c.container == "mariadb")
+        .expect("the mariadb container's files")
+        .files
+        .iter()
+        .find(|f| f.content.contains("CREATE USER IF NOT EXISTS"))
+        .expect("a file creating kstack's MariaDB users")
+}
+
 #[test]
 fn every_mariadb_server_makes_the_backup_user_with_read_privileges_only() {
     let config = config(Globals::default());
     let files = render_files(&config, Target::Kubernetes).unwrap();
-    let mariadb = files.iter().find(|c| c.container == "mariadb").unwrap();
-    let sql = mariadb
-        .files
-        .iter()
-        .find(|f| f.content.contains("CREATE USER IF NOT EXISTS"))
-        .expect("the servers' init file");
+    let sql = mariadb_init_file(&files);
     assert!(sql.secret, "the init file carries passwords: a Secret");
     let user = format!("'{}'@'%'", kstack_model::backup::USER);
     let password = config
@@ -628,12 +635,7 @@ fn mariadb_health_check_logs_in_as_the_monitor_user_with_a_password_from_a_secre
 
     // The server creates that user with that password: a secret file it runs at start.
     let files = render_files(&config, Target::Kubernetes).unwrap();
-    let mariadb = files.iter().find(|c| c.container == "mariadb").unwrap();
-    let sql = mariadb
-        .files
-        .iter()
-        .find(|f| f.content.contains("CREATE USER IF NOT EXISTS"))
-        .expect("a file creating the monitor user");
+    let sql = mariadb_init_file(&files);
     assert!(sql.secret);
     assert!(
         sql.content.contains(&format!("'{user}'@'%'")),
