@@ -15,7 +15,11 @@
 //! - **Who yields**: when the limit is reached, the connection that has been open longest
 //!   with no request in flight is closed to make room (an idle keep-alive client just
 //!   reconnects); only when every connection is serving a request is the new one refused.
-//!   So a new client is served at once however many silent connections are open.
+//!   So a new client is served at once however many silent connections are open. "Longest"
+//!   is by the order the listener accepted the connections ([`Arrivals`] numbers them in the
+//!   accept loop): each connection is admitted in a task of its own, and tasks do not run in
+//!   the order they were spawned, so a connection admitted early could otherwise be older on
+//!   paper than silent ones that arrived before it and be closed in their place.
 
 use std::collections::BTreeMap;
 use std::future::{Ready, ready};
@@ -89,7 +93,6 @@ pub struct Admission {
 
 #[derive(Default)]
 struct Shared {
-    next: AtomicU64,
     open: Mutex<BTreeMap<u64, Arc<Slot>>>,
     metrics: ConnectionMetrics,
 }
@@ -131,8 +134,9 @@ impl Admission {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A slot for a new connection, or `None` when full and every connection is busy.
-    fn admit(&self) -> Option<(u64, Arc<Slot>)> {
+    /// A slot for the connection that arrived `id`-th, or `None` when full and every
+    /// connection is busy.
+    fn admit(&self, id: u64) -> Option<(u64, Arc<Slot>)> {
         let mut open = self.lock();
         if open.len() >= self.max {
             let idle = open
@@ -149,7 +153,6 @@ impl Admission {
             self.shared.metrics.closed_for_room.inc();
             self.shared.metrics.open.dec();
         }
-        let id = self.shared.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot::default());
         open.insert(id, slot.clone());
         self.shared.metrics.open.inc();
@@ -157,13 +160,73 @@ impl Admission {
     }
 }
 
-impl<I, S> Accept<I, S> for Admission {
+/// The server's make-service: gives each accepted connection its service, numbered in the
+/// order the listener accepted them (the accept loop calls it before the connection's task is
+/// spawned), for [`Admission`] to tell which connection is oldest.
+#[derive(Clone)]
+pub struct Arrivals<S> {
+    inner: S,
+    next: Arc<AtomicU64>,
+}
+
+impl<S> Arrivals<S> {
+    pub fn new(inner: S) -> Arrivals<S> {
+        Arrivals {
+            inner,
+            next: Arc::default(),
+        }
+    }
+}
+
+impl<S: Clone, T> tower::Service<T> for Arrivals<S> {
+    type Response = Arrived<S>;
+    type Error = std::convert::Infallible;
+    type Future = Ready<Result<Arrived<S>, std::convert::Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: T) -> Self::Future {
+        ready(Ok(Arrived {
+            seq: self.next.fetch_add(1, Ordering::Relaxed),
+            inner: self.inner.clone(),
+        }))
+    }
+}
+
+/// One connection's service with its place in the order of arrival.
+#[derive(Clone)]
+pub struct Arrived<S> {
+    seq: u64,
+    inner: S,
+}
+
+impl<S: tower::Service<R>, R> tower::Service<R> for Arrived<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.inner.call(req)
+    }
+}
+
+impl<I, S> Accept<I, Arrived<S>> for Admission {
     type Stream = Tracked<I>;
     type Service = Counted<S>;
     type Future = Ready<io::Result<(Tracked<I>, Counted<S>)>>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        ready(match self.admit() {
+    fn accept(&self, stream: I, service: Arrived<S>) -> Self::Future {
+        let Arrived {
+            seq,
+            inner: service,
+        } = service;
+        ready(match self.admit(seq) {
             Some((id, slot)) => Ok((
                 Tracked {
                     inner: stream,
@@ -324,25 +387,52 @@ mod tests {
     fn when_full_the_oldest_idle_connection_makes_room_and_busy_ones_never_do() {
         let metrics = ConnectionMetrics::default();
         let a = Admission::new(2, metrics.clone());
-        let (first, s1) = a.admit().unwrap();
-        let (_, s2) = a.admit().unwrap();
+        let (first, s1) = a.admit(0).unwrap();
+        let (_, s2) = a.admit(1).unwrap();
         // Full, both idle: the oldest (first) is closed.
-        let (_, s3) = a.admit().unwrap();
+        let (_, s3) = a.admit(2).unwrap();
         assert!(s1.closed.load(Ordering::Acquire));
         assert!(!s2.closed.load(Ordering::Acquire));
         assert!(!a.lock().contains_key(&first));
         // Full, the older one busy: the younger idle one goes.
         let _busy = Busy::new(s2.clone());
-        let (_, _s4) = a.admit().unwrap();
+        let (_, _s4) = a.admit(3).unwrap();
         assert!(!s2.closed.load(Ordering::Acquire));
         assert!(s3.closed.load(Ordering::Acquire));
         // Full and all busy: refused.
         let _busy4 = Busy::new(_s4.clone());
-        assert!(a.admit().is_none());
+        assert!(a.admit(4).is_none());
         assert_eq!(
             (metrics.closed_for_room.get(), metrics.refused.get()),
             (2, 1)
         );
         assert_eq!((a.lock().len(), metrics.open.get()), (2, 2));
+    }
+
+    #[test]
+    fn the_oldest_is_by_arrival_not_by_when_its_task_ran() {
+        let a = Admission::new(3, ConnectionMetrics::default());
+        // Connection 3 arrived last but its task ran first; 0..=2 are silent.
+        let (_, newest) = a.admit(3).unwrap();
+        let (_, s0) = a.admit(0).unwrap();
+        let (_, s1) = a.admit(1).unwrap();
+        // Full: the room for connection 2 comes from connection 0, not from 3 (admitted first).
+        let (_, _s2) = a.admit(2).unwrap();
+        assert!(s0.closed.load(Ordering::Acquire));
+        assert!(!s1.closed.load(Ordering::Acquire));
+        assert!(!newest.closed.load(Ordering::Acquire));
+    }
+
+    #[tokio::test]
+    async fn arrivals_number_connections_in_the_order_they_are_made() {
+        use tower::Service;
+        let mut make = Arrivals::new(());
+        let mut seqs = Vec::new();
+        for _ in 0..3 {
+            seqs.push(make.call(()).await.unwrap().seq);
+        }
+        // A clone (the server keeps one per listener) shares the count.
+        seqs.push(make.clone().call(()).await.unwrap().seq);
+        assert_eq!(seqs, [0, 1, 2, 3]);
     }
 }

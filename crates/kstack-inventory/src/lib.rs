@@ -343,7 +343,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     };
     let admission = conn::Admission::new(max, state.metrics.connections());
     // The body timeout wraps the whole router, so it bounds every request's body.
-    let app = tower::make::Shared::new(tower::Layer::layer(
+    let app = conn::Arrivals::new(tower::Layer::layer(
         &tower_http::timeout::RequestBodyTimeoutLayer::new(conn::BODY_READ_TIMEOUT),
         router(state),
     ));
