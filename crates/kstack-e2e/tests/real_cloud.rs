@@ -1165,6 +1165,7 @@ async fn upgrade_without_a_failed_request(
         }
     }
     assert!(upgraded > 0, "no running pod of an OpenStack service");
+    every_stop_hook_ran_to_its_end(client, &cloud.ns.name).await?;
     load.assert_clean("during the upgrade");
     if let Some(boots) = boots {
         // Every server a user created during the upgrade got a final answer (none lost), and
@@ -1223,6 +1224,33 @@ async fn upgrade_without_a_failed_request(
         report["seconds"], load.rounds, public_load.rounds
     );
     Ok(window)
+}
+
+/// The upgrade stopped every OpenStack pod: no preStop hook failed (a hook that waits for the
+/// process it stops fails when the container ends first: the graceful stop signals are the
+/// image init's rewrite of SIGTERM instead).
+async fn every_stop_hook_ran_to_its_end(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+    use kstack_k8s::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let failed: Vec<String> = events
+        .list(&ListParams::default().fields("reason=FailedPreStopHook"))
+        .await?
+        .items
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.involved_object.name.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect();
+    anyhow::ensure!(
+        failed.is_empty(),
+        "preStop hooks failed while the upgrade stopped the pods:\n{}",
+        failed.join("\n")
+    );
+    Ok(())
 }
 
 /// When the upgrade's deploy ran: its pods were replaced then.

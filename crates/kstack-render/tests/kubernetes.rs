@@ -275,8 +275,20 @@ fn host_namespaces_and_privileges_only_where_the_catalog_says() {
         let (Some(service), Some(pod)) = (o.service(), pod_spec(o)) else {
             continue;
         };
+        // The image's entrypoint stays, dumb-init (Kolla's image contract): as it is, or for a
+        // graceful stop signal with the same flags and one rewrite of SIGTERM, before
+        // `kolla_start`, the image's command.
         for c in &pod.containers {
-            assert!(c.command.is_none(), "{service} keeps the image entrypoint");
+            if let Some(command) = &c.command {
+                assert!(
+                    command.len() == 5
+                        && command[..3] == ["dumb-init", "--single-child", "--rewrite"]
+                        && command[3].starts_with("15:")
+                        && command[4] == "--",
+                    "{service} keeps the image entrypoint: {command:?}"
+                );
+                assert_eq!(c.args.as_deref(), Some(&["kolla_start".to_owned()][..]));
+            }
         }
         // Workloads and their Kolla bootstrap Jobs run as the catalog says; the other tasks
         // run in other images (mariadb client, kolla-toolbox) without host access.
@@ -302,7 +314,10 @@ fn host_namespaces_and_privileges_only_where_the_catalog_says() {
             let privileged = c.security_context.as_ref().and_then(|s| s.privileged);
             assert_eq!(privileged.unwrap_or(false), p.privileged, "{service}");
             if o.kind() != "Job" {
-                assert!(c.args.is_none(), "{service} keeps kolla_start");
+                assert!(
+                    c.args.is_none() || c.args.as_deref() == Some(&["kolla_start".to_owned()][..]),
+                    "{service} keeps kolla_start"
+                );
             }
         }
     }

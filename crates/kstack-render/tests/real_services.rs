@@ -1136,33 +1136,62 @@ fn pre_stop(c: &kstack_k8s::api::core::v1::Container) -> Option<Vec<String>> {
         .clone()
 }
 
+/// The drain sleep of a container's preStop hook, if any.
+fn drain_sleep(c: &kstack_k8s::api::core::v1::Container) -> Option<i64> {
+    Some(
+        c.lifecycle
+            .as_ref()?
+            .pre_stop
+            .as_ref()?
+            .sleep
+            .as_ref()?
+            .seconds,
+    )
+}
+
 #[test]
 fn apache_and_glance_stop_gracefully_after_the_drain_and_others_only_drain() {
-    let config = config(Globals::default());
+    // A public address, so HAProxy is deployed too.
+    let config = config(globals_with(
+        serde_json::json!({ "kolla_external_vip_address": "198.51.100.10" }),
+    ));
     let r = kubernetes::render(&config).unwrap();
     let b = compose::render(&config).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap();
-    for (service, container) in [
-        ("keystone", "keystone"),
-        ("horizon", "horizon"),
-        ("heat-api", "heat-api"),
+    // Apache (WINCH) and HAProxy (USR1): the drain sleeps, then the kubelet's SIGTERM reaches
+    // the image's init, which turns it into the graceful signal; no hook waits on the process
+    // (it failed, a FailedPreStopHook event, whenever the process exited first).
+    for (service, container, number, name) in [
+        ("keystone", "keystone", 28, "SIGWINCH"),
+        ("horizon", "horizon", 28, "SIGWINCH"),
+        ("heat-api", "heat-api", 28, "SIGWINCH"),
+        ("haproxy", "haproxy", 10, "SIGUSR1"),
     ] {
         let c = workload_container(&r, service, container);
-        let hook = pre_stop(&c).unwrap_or_else(|| panic!("{service}: no preStop exec"));
-        let script = hook.last().unwrap();
-        // The drain comes first, then Apache's graceful stop, then the wait for its exit.
-        let drain = script.find("sleep 5").expect("drains");
-        let signal = script.find("kill -WINCH 1").expect("graceful stop");
-        let wait = script.find("while kill -0 1").expect("waits");
-        assert!(drain < signal && signal < wait, "{service}: {script}");
+        assert_eq!(pre_stop(&c), None, "{service}");
+        assert_eq!(drain_sleep(&c), Some(5), "{service}");
         assert_eq!(
-            doc["services"][service]["stop_signal"], "SIGWINCH",
+            c.command.as_deref().unwrap_or_default(),
+            [
+                "dumb-init",
+                "--single-child",
+                "--rewrite",
+                &format!("15:{number}"),
+                "--"
+            ],
             "{service}"
         );
+        assert_eq!(
+            c.args.as_deref().unwrap_or_default(),
+            ["kolla_start"],
+            "{service}"
+        );
+        assert_eq!(doc["services"][service]["stop_signal"], name, "{service}");
     }
     // glance-api's workers get HUP (its parent would reload on it); Compose can signal only
     // the first process, so it keeps SIGTERM there.
     let c = workload_container(&r, "glance-api", "glance-api");
+    assert_eq!((c.command.as_ref(), c.args.as_ref()), (None, None));
     let hook = pre_stop(&c).expect("glance-api: no preStop exec");
     let script = hook.last().unwrap();
     let drain = script.find("sleep 5").expect("drains");
@@ -1180,8 +1209,8 @@ fn apache_and_glance_stop_gracefully_after_the_drain_and_others_only_drain() {
     // uWSGI and other eventlet services keep the plain drain.
     let c = workload_container(&r, "nova-api", "nova-api");
     assert_eq!(pre_stop(&c), None);
-    let sleep = c.lifecycle.unwrap().pre_stop.unwrap().sleep.unwrap();
-    assert_eq!(sleep.seconds, 5);
+    assert_eq!(drain_sleep(&c), Some(5));
+    assert_eq!((c.command.as_ref(), c.args.as_ref()), (None, None));
     assert!(doc["services"]["nova-api"].get("stop_signal").is_none());
 }
 

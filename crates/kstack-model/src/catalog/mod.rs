@@ -226,9 +226,9 @@ pub struct Container {
     pub stop_grace_secs: Option<i64>,
     /// The signal that stops the container's process gracefully: it stops accepting, finishes
     /// the requests it is serving, then exits (Apache: `WINCH`). Without it the process gets
-    /// SIGTERM, which stops Apache at once. On Kubernetes the pod's `preStop` hook sends it to
-    /// the image's init (which passes it on) after the drain sleep and waits for the exit;
-    /// Compose gets `stop_signal`.
+    /// SIGTERM, which stops Apache at once. On Kubernetes the image's init (dumb-init) turns
+    /// the kubelet's SIGTERM into it, after the pod's drain sleep (for `workers`, the pod's
+    /// `preStop` hook sends it and waits for them); Compose gets `stop_signal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_signal: Option<String>,
     /// Which processes get `stop_signal`. `main`: the service's process. `workers`: the

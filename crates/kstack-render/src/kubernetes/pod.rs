@@ -64,39 +64,44 @@ impl Renderer<'_> {
                     })
                     .collect()
             });
-            // A Deployment's serving pod drains before it stops (see DRAIN_SECS).
-            // With a graceful stop signal, the hook sends it after the drain to PID 1 (the
-            // image's dumb-init, which passes it on) and waits until the process has finished
-            // what it serves and exited (the pod's grace period bounds the wait).
+            // A Deployment's serving pod drains before it stops (see DRAIN_SECS): a sleep
+            // before the kubelet's SIGTERM.
             let drains = ports.is_some() && service.kind == WorkloadKind::Deployment;
-            let pre_stop = match (&c.stop_signal, drains) {
+            // A graceful stop signal for the service's process: the image's init (dumb-init, as
+            // the Kolla images' entrypoint) turns the kubelet's SIGTERM into it, so the process
+            // finishes what it serves and exits within the pod's grace period. (A hook that
+            // sent the signal and waited for the exit failed whenever the process exited first,
+            // a FailedPreStopHook event each time; Kubernetes' own `stopSignal` is not GA.)
+            // The signal for workers of a pre-forking parent is sent by the hook, after the
+            // drain, which waits for those workers (the container outlives them).
+            let (command, args) = match (&c.stop_signal, c.stop_signal_to) {
+                (Some(sig), catalog::StopTarget::Main) => stop_signal_init(sig),
+                _ => (None, None),
+            };
+            let pre_stop = match (&c.stop_signal, c.stop_signal_to, drains) {
                 _ if !c.pre_stop.is_empty() => Some(LifecycleHandler {
                     exec: Some(ExecAction {
                         command: Some(c.pre_stop.clone()),
                     }),
                     ..Default::default()
                 }),
-                (Some(sig), _) => Some(LifecycleHandler {
+                (Some(sig), catalog::StopTarget::Workers, _) => Some(LifecycleHandler {
                     exec: Some(ExecAction {
                         command: Some(vec![
                             "/bin/sh".into(),
                             "-c".into(),
-                            graceful_stop(
-                                sig,
-                                c.stop_signal_to,
-                                if drains { DRAIN_SECS } else { 0 },
-                            ),
+                            stop_workers(sig, if drains { DRAIN_SECS } else { 0 }),
                         ]),
                     }),
                     ..Default::default()
                 }),
-                (None, true) => Some(LifecycleHandler {
+                (_, _, true) => Some(LifecycleHandler {
                     sleep: Some(SleepAction {
                         seconds: DRAIN_SECS,
                     }),
                     ..Default::default()
                 }),
-                (None, false) => None,
+                (_, _, false) => None,
             };
             let post_start = (!c.post_start.is_empty()).then(|| LifecycleHandler {
                 exec: Some(ExecAction {
@@ -112,6 +117,8 @@ impl Renderer<'_> {
             containers.push(Container {
                 name: c.name.clone(),
                 image: Some(globals.image_ref(&service.project, &c.image)),
+                command,
+                args,
                 lifecycle,
                 env: Some({
                     let mut e = env(globals, c);
@@ -324,22 +331,50 @@ fn resources(globals: &Globals, service: &str) -> Option<ResourceRequirements> {
     })
 }
 
-/// The `preStop` script of a container with a graceful stop signal: the drain, then the signal,
-/// then a wait until what got it has exited (the pod's grace period bounds the wait).
-/// `main` signals PID 1, the image's init, which passes the signal on to the service's process.
-/// `workers` signals the children of that process (the init's oldest child): a pre-forking
-/// server's parent respawns a worker that exits, but those new workers get no connection after
-/// the drain and stop with the parent on SIGTERM.
-fn graceful_stop(sig: &str, to: catalog::StopTarget, drain: i64) -> String {
-    match to {
-        catalog::StopTarget::Main => {
-            format!("sleep {drain}; kill -{sig} 1; while kill -0 1 2>/dev/null; do sleep 1; done")
-        }
-        catalog::StopTarget::Workers => format!(
-            "sleep {drain}; w=$(pgrep -P \"$(pgrep -o -P 1)\"); [ -n \"$w\" ] || exit 0; \
-             kill -{sig} $w; for p in $w; do while kill -0 $p 2>/dev/null; do sleep 1; done; done"
-        ),
-    }
+/// The command and arguments of a container whose process stops gracefully on `sig` (a
+/// catalog name without `SIG`): the image's entrypoint, dumb-init with `--single-child`
+/// (Kolla's image contract), rewriting SIGTERM to `sig`, and Kolla's `kolla_start`. `None` for
+/// TERM itself: the image's own entrypoint and command do.
+fn stop_signal_init(sig: &str) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let Some(number) = signal_number(sig).filter(|n| *n != 15) else {
+        return (None, None);
+    };
+    (
+        Some(vec![
+            "dumb-init".into(),
+            "--single-child".into(),
+            "--rewrite".into(),
+            format!("15:{number}"),
+            "--".into(),
+        ]),
+        Some(vec!["kolla_start".into()]),
+    )
+}
+
+/// Linux's number of a signal of [`catalog::STOP_SIGNALS`] (the same on x86-64 and arm64).
+fn signal_number(sig: &str) -> Option<u8> {
+    Some(match sig {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "USR1" => 10,
+        "USR2" => 12,
+        "TERM" => 15,
+        "WINCH" => 28,
+        _ => return None,
+    })
+}
+
+/// The preStop script for a pre-forking server's workers: after the drain, `sig` to the
+/// children of the service's process (the oldest child of PID 1, the image's init), then a
+/// wait until they exited. The parent, and so the container, stays until the kubelet's
+/// SIGTERM; it respawns a worker that exits, but those new workers get no connection after
+/// the drain and stop with it.
+fn stop_workers(sig: &str, drain: i64) -> String {
+    format!(
+        "sleep {drain}; w=$(pgrep -P \"$(pgrep -o -P 1)\"); [ -n \"$w\" ] || exit 0; \
+         kill -{sig} $w; for p in $w; do while kill -0 $p 2>/dev/null; do sleep 1; done; done"
+    )
 }
 
 pub(super) fn protocol(p: catalog::Protocol) -> String {
@@ -476,5 +511,22 @@ pub(super) fn claim_name(service: &str, is_sts: bool, v: &catalog::Volume) -> St
         format!("{}-{service}-0", v.name)
     } else {
         format!("{service}-{}", v.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stop_signal_the_catalog_allows_has_its_number() {
+        for sig in catalog::STOP_SIGNALS {
+            assert!(signal_number(sig).is_some(), "{sig}");
+        }
+        // SIGTERM needs no rewrite: the image's entrypoint and command stay.
+        assert_eq!(stop_signal_init("TERM"), (None, None));
+        let (command, args) = stop_signal_init("QUIT");
+        assert_eq!(command.unwrap()[3], "15:3");
+        assert_eq!(args.unwrap(), ["kolla_start"]);
     }
 }
