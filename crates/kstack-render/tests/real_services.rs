@@ -569,6 +569,27 @@ fn every_mariadb_server_makes_the_backup_user_with_read_privileges_only() {
     );
 }
 
+#[test]
+fn a_passwords_yml_without_the_backup_users_password_is_refused_with_what_to_run() {
+    let mut config = config(Globals::default());
+    config
+        .passwords
+        .entries
+        .remove(kstack_model::backup::PASSWORD);
+    let err = render_files(&config, Target::Kubernetes)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mariadb/mariadb-monitor.sql.j2")
+            && err.contains("line ")
+            && err.contains(&format!(
+                "passwords.yml has no value for `{}`; run `kstack genpwd`",
+                kstack_model::backup::PASSWORD
+            )),
+        "{err}"
+    );
+}
+
 // ---- MariaDB health check: a monitor user and its password from a secret ----------------------
 
 #[test]

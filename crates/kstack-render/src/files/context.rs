@@ -176,6 +176,12 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
         "nova_compute_drain_secs",
         Value::from(NOVA_COMPUTE_DRAIN_SECS),
     );
+    // The scheduled backup's MariaDB user and the passwords.yml key of its password.
+    set("backup_user", Value::from(kstack_model::backup::USER));
+    set(
+        "backup_password_key",
+        Value::from(kstack_model::backup::PASSWORD),
+    );
     set("fernet_token_expiry", Value::from(g.fernet.token_expiry));
     set(
         "fernet_token_allow_expired_window",
