@@ -1165,8 +1165,38 @@ async fn upgrade_without_a_failed_request(
         }
     }
     assert!(upgraded > 0, "no running pod of an OpenStack service");
-    every_stop_hook_ran_to_its_end(client, &cloud.ns.name).await?;
+    no_stop_hook_failed_and_no_probe_warned(client, &cloud.ns.name).await?;
     load.assert_clean("during the upgrade");
+    // The upgrade ran keystone's contract migrations: back to the release before them is
+    // refused, with the reason, and nothing changes.
+    let out = cloud.run(&["rollback", "keystone"]).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "rollback across {FROM}: {stderr}"
+    );
+    assert!(
+        stderr.contains("refusing to roll back to generation")
+            && stderr.contains(&format!("({old})"))
+            && stderr.contains("ran the contract phase"),
+        "{stderr}"
+    );
+    let keystone: Api<kstack_k8s::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &cloud.ns.name);
+    let image = keystone
+        .get("keystone")
+        .await?
+        .spec
+        .and_then(|s| s.template.spec?.containers.first()?.image.clone());
+    assert!(
+        image
+            .as_deref()
+            .unwrap_or_default()
+            .ends_with(&format!(":{next}")),
+        "the refused rollback changed keystone: {image:?}"
+    );
+    eprintln!("rollback of keystone to {FROM} after the contract phase: refused, nothing changed");
     if let Some(boots) = boots {
         // Every server a user created during the upgrade got a final answer (none lost), and
         // the one created after it went ACTIVE. Servers that went to ERROR are printed with
@@ -1226,29 +1256,34 @@ async fn upgrade_without_a_failed_request(
     Ok(window)
 }
 
-/// The upgrade stopped every OpenStack pod: no preStop hook failed (a hook that waits for the
-/// process it stops fails when the container ends first: the graceful stop signals are the
-/// image init's rewrite of SIGTERM instead).
-async fn every_stop_hook_ran_to_its_end(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+/// After the upgrade (which stopped every OpenStack pod and started new ones): no preStop hook
+/// failed (a hook that waits for the process it stops fails when the container ends first: the
+/// graceful stop signals are the image init's rewrite of SIGTERM instead), and no probe left a
+/// warning (an API whose probed path answers 300, its versions, is a success with a
+/// ProbeWarning event at every probe: those are probed at /healthcheck).
+async fn no_stop_hook_failed_and_no_probe_warned(
+    client: &kube::Client,
+    ns: &str,
+) -> anyhow::Result<()> {
     use kstack_k8s::api::core::v1::Event;
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let failed: Vec<String> = events
-        .list(&ListParams::default().fields("reason=FailedPreStopHook"))
-        .await?
-        .items
-        .into_iter()
-        .map(|e| {
+    let mut found = Vec::new();
+    for reason in ["FailedPreStopHook", "ProbeWarning"] {
+        let listed = events
+            .list(&ListParams::default().fields(&format!("reason={reason}")))
+            .await?;
+        found.extend(listed.items.into_iter().map(|e| {
             format!(
-                "{}: {}",
+                "{reason} {}: {}",
                 e.involved_object.name.unwrap_or_default(),
                 e.message.unwrap_or_default()
             )
-        })
-        .collect();
+        }));
+    }
     anyhow::ensure!(
-        failed.is_empty(),
-        "preStop hooks failed while the upgrade stopped the pods:\n{}",
-        failed.join("\n")
+        found.is_empty(),
+        "events of failed preStop hooks or probe warnings:\n{}",
+        found.join("\n")
     );
     Ok(())
 }

@@ -180,7 +180,11 @@ fn health_checks_use_the_kolla_scripts_with_kolla_ansible_timings() {
     let k = service(&b, "keystone").healthcheck.clone().unwrap();
     assert_eq!(
         k.test,
-        ["CMD", "healthcheck_curl", "http://127.0.0.1:5000/"]
+        [
+            "CMD",
+            "healthcheck_curl",
+            "http://127.0.0.1:5000/healthcheck"
+        ]
     );
     assert_eq!(
         (
@@ -206,7 +210,7 @@ fn health_checks_use_the_kolla_scripts_with_kolla_ansible_timings() {
     .unwrap();
     let b = compose::render(&config_with(Catalog::builtin().unwrap(), g)).unwrap();
     let test = &service(&b, "glance-api").healthcheck.as_ref().unwrap().test;
-    assert_eq!(test[2], "http://10.0.0.5:9292/");
+    assert_eq!(test[2], "http://10.0.0.5:9292/healthcheck");
 }
 
 #[test]

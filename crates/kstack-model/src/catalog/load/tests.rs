@@ -153,14 +153,29 @@ fn healthchecks_use_kolla_ansible_default_timings() {
             );
         }
     }
-    let keystone = &c.services["keystone"].containers[0];
-    assert_eq!(
-        keystone.healthcheck.as_ref().unwrap().test,
-        HealthTest::Http {
-            port: 5000,
-            path: "/".into()
-        }
-    );
+    // An API whose `/` answers 300 (its versions) is checked at oslo.middleware's
+    // /healthcheck (200): the kubelet takes a 3xx for a success, with a ProbeWarning event at
+    // every probe.
+    for (service, port) in [
+        ("keystone", 5000),
+        ("glance-api", 9292),
+        ("heat-api", 8004),
+        ("heat-api-cfn", 8000),
+        ("cinder-api", 8776),
+    ] {
+        assert_eq!(
+            c.services[service].containers[0]
+                .healthcheck
+                .as_ref()
+                .unwrap()
+                .test,
+            HealthTest::Http {
+                port,
+                path: "/healthcheck".into()
+            },
+            "{service}"
+        );
+    }
 }
 
 #[test]
