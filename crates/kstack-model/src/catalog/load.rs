@@ -394,7 +394,7 @@ impl Catalog {
                     });
                 }
                 if let Some(sig) = &c.stop_signal
-                    && !STOP_SIGNALS.contains(&sig.as_str())
+                    && stop_signal_number(sig).is_none()
                 {
                     issues.push(CatalogIssue::BadStopSignal {
                         service: name.clone(),

@@ -262,8 +262,25 @@ impl StopTarget {
     }
 }
 
-/// Signals a catalog's `stop_signal` may name.
-pub const STOP_SIGNALS: &[&str] = &["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "WINCH"];
+/// Signals a catalog's `stop_signal` may name, with their Linux numbers (the same on x86-64
+/// and arm64; the Kubernetes renderer has the image's init rewrite SIGTERM to that number).
+pub const STOP_SIGNALS: &[(&str, u8)] = &[
+    ("TERM", 15),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("HUP", 1),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("WINCH", 28),
+];
+
+/// The Linux number of a signal of [`STOP_SIGNALS`], by its name without `SIG`.
+pub fn stop_signal_number(name: &str) -> Option<u8> {
+    STOP_SIGNALS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, number)| *number)
+}
 
 /// Env that a container gets when the globals variable `var` equals `equals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -336,7 +336,7 @@ fn resources(globals: &Globals, service: &str) -> Option<ResourceRequirements> {
 /// (Kolla's image contract), rewriting SIGTERM to `sig`, and Kolla's `kolla_start`. `None` for
 /// TERM itself: the image's own entrypoint and command do.
 fn stop_signal_init(sig: &str) -> (Option<Vec<String>>, Option<Vec<String>>) {
-    let Some(number) = signal_number(sig).filter(|n| *n != 15) else {
+    let Some(number) = catalog::stop_signal_number(sig).filter(|n| *n != 15) else {
         return (None, None);
     };
     (
@@ -349,20 +349,6 @@ fn stop_signal_init(sig: &str) -> (Option<Vec<String>>, Option<Vec<String>>) {
         ]),
         Some(vec!["kolla_start".into()]),
     )
-}
-
-/// Linux's number of a signal of [`catalog::STOP_SIGNALS`] (the same on x86-64 and arm64).
-fn signal_number(sig: &str) -> Option<u8> {
-    Some(match sig {
-        "HUP" => 1,
-        "INT" => 2,
-        "QUIT" => 3,
-        "USR1" => 10,
-        "USR2" => 12,
-        "TERM" => 15,
-        "WINCH" => 28,
-        _ => return None,
-    })
 }
 
 /// The preStop script for a pre-forking server's workers: after the drain, `sig` to the
@@ -519,10 +505,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_stop_signal_the_catalog_allows_has_its_number() {
-        for sig in catalog::STOP_SIGNALS {
-            assert!(signal_number(sig).is_some(), "{sig}");
-        }
+    fn the_init_rewrites_sigterm_to_the_stop_signal_and_leaves_term_alone() {
         // SIGTERM needs no rewrite: the image's entrypoint and command stay.
         assert_eq!(stop_signal_init("TERM"), (None, None));
         let (command, args) = stop_signal_init("QUIT");
