@@ -4,7 +4,7 @@
 # nodes simulated by kwok, and one real node (containerd, kubelet, kube-proxy, CoreDNS: see
 # hack/realnode.sh) where pods run as real containers.
 #
-#   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0]
+#   devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 0-3]
 #   devcluster.sh down [--purge] | status | kubeconfig
 #
 # The cluster's data (etcd, the real node's volumes) outlives `down` and `up`: `up` restarts only
@@ -183,6 +183,9 @@ N
   done
 }
 
+real_status() { KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; }
+real_count() { KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" count; }
+
 cmd_up() {
   local spec="" real=${KSTACK_DEV_REAL_NODES:-}
   while [ $# -gt 0 ]; do
@@ -191,7 +194,7 @@ cmd_up() {
       --nodes=*) spec=${1#*=}; shift;;
       --real-nodes) real=$2; shift 2;;
       --real-nodes=*) real=${1#*=}; shift;;
-      *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0])";;
+      *) die "unknown option '$1' (usage: kstack dev up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 0-3])";;
     esac
   done
   # A cluster whose data is kept comes back with the nodes it had (a restart after a crash must
@@ -202,17 +205,17 @@ cmd_up() {
   fi
   [ -n "$spec" ] || spec="control=3,compute=3,network=1,storage=1"
   [ -n "$real" ] || real=1
-  case "$real" in 0|1) ;; *) die "--real-nodes must be 0 or 1 (one real node fits on a machine), got '$real'";; esac
+  case "$real" in 0|1|2|3) ;; *) die "--real-nodes must be 0 to 3 (real nodes share this machine's CPUs and memory), got '$real'";; esac
   local asked_spec=$spec
   [ "$spec" = none ] && spec=""
-  [ -n "$spec" ] || [ "$real" = 1 ] || die "no nodes asked for: give --nodes or --real-nodes 1"
+  [ -n "$spec" ] || [ "$real" -ge 1 ] || die "no nodes asked for: give --nodes or --real-nodes 1"
   local total=0 n
   for n in $(tr ',' '\n' <<<"$spec" | cut -d= -f2); do [[ "$n" =~ ^[0-9]+$ ]] && total=$((total + n)); done
   [ "$total" -le 1000 ] || die "at most 1000 simulated nodes are supported, asked for $total"
 
   local c all=1
   for c in $COMPONENTS; do healthy "$c" || all=0; done
-  if [ $all = 1 ] && { [ "$real" = 0 ] || KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; }; then
+  if [ $all = 1 ] && { [ "$real" = 0 ] || { real_status && [ "$(real_count)" = "$real" ]; }; }; then
     say "already running"; echo "$KCFG"; return 0
   fi
   # What is down (or does not answer) is started again; what answers is left alone.
@@ -229,7 +232,7 @@ cmd_up() {
     down="$down $c"
   done
   # Before anything starts: a real node that cannot start says what is missing.
-  if [ "$real" = 1 ] && ! KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; then
+  if [ "$real" -ge 1 ] && [ "$(real_count)" = 0 ]; then
     KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" down
     KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" preflight || exit 1
   fi
@@ -321,10 +324,10 @@ reclaimPolicy: Delete
 SC
   wait_for "$total nodes to be Ready" 300 bash -c \
     "[ \"\$('$BIN/kubectl' --kubeconfig='$KCFG' get nodes --no-headers -l type=kwok 2>/dev/null | awk '\$2==\"Ready\"' | wc -l)\" -ge $total ]"
-  if [ "$real" = 1 ] && ! KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status >/dev/null; then
+  if [ "$real" -ge 1 ] && ! { real_status && [ "$(real_count)" = "$real" ]; }; then
     local real_prefix=$ROLE_PREFIX
     [ "$total" -eq 0 ] || real_prefix=${KSTACK_DEV_REAL_ROLE_PREFIX:-kstack.io/real-role-}
-    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" up "$BIN" "$real_prefix" || { stop_all; exit 1; }
+    KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" up "$BIN" "$real_prefix" "$real" || { stop_all; exit 1; }
   fi
   say "up in $((SECONDS - t0))s: $total simulated nodes, $real real; logs in $DIR/logs"
   trap - INT TERM
@@ -338,7 +341,7 @@ cmd_status() {
     elif alive "$c"; then printf '%-24s running but not answering its health check (pid %s)\n' "$c" "$(pid_of "$c")"; rc=3
     else printf '%-24s stopped\n' "$c"; rc=3; fi
   done
-  if [ "$(cat "$DIR/real-nodes" 2>/dev/null)" = 1 ]; then
+  if [ "$(cat "$DIR/real-nodes" 2>/dev/null || echo 0)" -ge 1 ]; then
     KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" status || rc=3
   fi
   [ -f "$KCFG" ] && printf '%-24s %s\n' kubeconfig "$KCFG"
@@ -356,5 +359,5 @@ case "${1:-}" in
   status) cmd_status;;
   kubeconfig) [ -f "$KCFG" ] || die "no local cluster has been started (run: kstack dev up)"; echo "$KCFG";;
   import) shift; KSTACK_DEV_DIR=$DIR KSTACK_DEV_PORT_BASE=$BASE bash "$HERE/realnode.sh" import "$@";;
-  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 1|0] | down [--purge] | status | kubeconfig | import DIR...";;
+  *) die "usage: devcluster.sh up [--nodes control=3,compute=3,network=1,storage=1|none] [--real-nodes 0-3] | down [--purge] | status | kubeconfig | import DIR...";;
 esac

@@ -3,7 +3,8 @@
 # the local control plane, so pods run as real processes in real containers beside the kwok
 # nodes. Also CoreDNS (Service names for pods) and hostPath volumes for claims.
 #
-#   realnode.sh up BIN_DIR ROLE_PREFIX     (called by devcluster.sh once the API server is up)
+#   realnode.sh up BIN_DIR ROLE_PREFIX [N] (called by devcluster.sh once the API server is up;
+#                                           N real nodes, 1 to 3, default 1)
 #   realnode.sh down                       (stops everything and removes what it made)
 #   realnode.sh preflight                  (says what is missing on this machine, exit 1 if any)
 #   realnode.sh import DIR...              (imports hack/images.sh archives into its containerd)
@@ -13,7 +14,17 @@
 #   pods 10.245.0.0/24 (CNI bridge + host-local + portmap), Service CIDR 10.96.0.0/16 routed to
 #   the bridge, cluster DNS 10.245.0.1:53 (CoreDNS), kubelet on 10.245.0.1:BASE+6, the API
 #   server for pods at 10.245.0.1:BASE (the `kubernetes` Service's endpoint).
-# One real node per machine: kube-proxy's iptables chains and the bridge are machine-wide.
+# One dev cluster's real nodes per machine: node 1's kube-proxy chains and the bridge are
+#   machine-wide.
+# Nodes 2 and 3 (`up ... N`): kstack-real-I in a network namespace of its own (kstack-real-I)
+#   whose eth0 (10.245.0.I) is a port of the bridge, and a mount namespace of its own in which
+#   /run, /sys, /var/lib/kstack, /var/lib/cni, /var/log/pods and /var/log/containers are the node's (so the cloud's host paths,
+#   /run/openvswitch or /var/lib/kstack/nova, are per node as on separate machines); its own
+#   containerd (image store $CACHE/containerd-real-I), kubelet (cgroup root /kstack-real-I) and
+#   kube-proxy; pods 10.245.I.0/24 on a bridge inside the node, routed by this machine. Node
+#   labels: alone, node 1 has every role; with more nodes, node 1 has control, network,
+#   storage and compute, and the others compute (N=2), or node 1 control and storage, node 2
+#   network and compute, node 3 compute (N=3).
 # The provider (external) network's uplink: a veth pair, kstack-ext0 for Open vSwitch (set
 #   `neutron_external_interface: kstack-ext0`; br-ex takes it) and kstack-ext1 on this machine
 #   with 172.24.4.1/24, so the floating IPs of a flat provider network on physnet1 with the
@@ -30,7 +41,15 @@ NODE=kstack-real-1
 BRIDGE=kstack0
 NODE_IP=10.245.0.1
 POD_CIDR=10.245.0.0/24
+# Pods of node 1 from .16 on: 10.245.0.2 and .3 are the other real nodes' addresses.
+POD_RANGE_START=10.245.0.16
+MAX_REAL_NODES=3
 EXT_PORT=kstack-ext0 EXT_HOST=kstack-ext1 EXT_IP=172.24.4.1/24
+# The tenant networks' tunnel network, a switch of its own (no address on this machine): each
+# real node I has the interface kstack-tun with 10.246.0.I/24 (set `tunnel_interface: kstack-tun`),
+# a veth whose other end, kstack-tI, is a port of the bridge kstack-tunnel.
+TUN_BRIDGE=kstack-tunnel TUN_PORT=kstack-tun
+tunnel_ip() { echo "10.246.0.$1/24"; }
 SVC_CIDR=10.96.0.0/16
 KUBELET_PORT=$((BASE + 6)) KUBELET_HEALTHZ=$((BASE + 7)) PROXY_HEALTHZ=$((BASE + 8)) PROXY_METRICS=$((BASE + 9)) DNS_HEALTH=$((BASE + 10))
 # The containerd binary: Debian's by default, or another build ($KSTACK_CONTAINERD).
@@ -104,14 +123,16 @@ cert() {
   rm -f "$P/$n.csr"
 }
 
-kubeconfig_for() { # kubeconfig_for CERT_NAME OUT
-  local P=$DIR/pki
+# kubeconfig_for CERT_NAME OUT [SERVER_IP]: SERVER_IP for a node in its own network namespace,
+# where 127.0.0.1 is the node's own loopback (the API server's certificate names localhost).
+kubeconfig_for() {
+  local P=$DIR/pki server=${3:-127.0.0.1}
   cat >"$2" <<KC
 apiVersion: v1
 kind: Config
 clusters:
 - name: kstack-dev
-  cluster: {server: "https://127.0.0.1:$BASE", certificate-authority: "$P/ca.crt"}
+  cluster: {server: "https://$server:$BASE", certificate-authority: "$P/ca.crt", tls-server-name: localhost}
 users:
 - name: u
   user: {client-certificate: "$P/$1.crt", client-key: "$P/$1.key"}
@@ -163,6 +184,15 @@ network() {
     || iptables -I FORWARD -i "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
   iptables -C FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev 2>/dev/null \
     || iptables -I FORWARD -o "$BRIDGE" -j ACCEPT -m comment --comment kstack-dev
+  ip link show "$TUN_BRIDGE" >/dev/null 2>&1 || ip link add "$TUN_BRIDGE" type bridge
+  ip link set "$TUN_BRIDGE" up
+  iptables -C FORWARD -i "$TUN_BRIDGE" -j ACCEPT -m comment --comment kstack-dev 2>/dev/null \
+    || iptables -I FORWARD -i "$TUN_BRIDGE" -j ACCEPT -m comment --comment kstack-dev
+  ip link show "$TUN_PORT" >/dev/null 2>&1 || ip link add "$TUN_PORT" type veth peer name kstack-t1
+  ip link set kstack-t1 master "$TUN_BRIDGE" up
+  # (Open vSwitch may have moved the address onto its bridge br-vtep: then it stays there.)
+  ip -4 addr show dev br-vtep 2>/dev/null | grep -q "inet $(tunnel_ip 1)" || ip addr replace "$(tunnel_ip 1)" dev "$TUN_PORT"
+  ip link set "$TUN_PORT" up
   ip link show "$EXT_PORT" >/dev/null 2>&1 || ip link add "$EXT_PORT" type veth peer name "$EXT_HOST"
   ip addr replace "$EXT_IP" dev "$EXT_HOST"
   ip link set "$EXT_PORT" up
@@ -175,7 +205,7 @@ network() {
   "plugins": [
     {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "isDefaultGateway": true, "ipMasq": false, "hairpinMode": true,
      "ipam": {"type": "host-local", "dataDir": "$R/cni/ipam",
-              "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]}},
+              "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP", "rangeStart": "$POD_RANGE_START"}]]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
@@ -226,9 +256,11 @@ pause_image() {
   rm -rf "$w"
 }
 
+# The ctr command of the node whose store an import fills (node 1's unless set).
+CTR_CMD=(ctr -a "$SOCK")
 # "REF DIGEST" of the archive's images as the node's containerd has them now, sorted.
 archive_images_in_store() { # archive_images_in_store DIR
-  ctr -a "$SOCK" -n k8s.io images ls 2>/dev/null | tail -n +2 \
+  "${CTR_CMD[@]}" -n k8s.io images ls 2>/dev/null | tail -n +2 \
     | awk 'NR == FNR { want[$1] = 1; next } ($1 in want) { print $1, $3 }' "$1/images.txt" - | sort
 }
 
@@ -236,16 +268,16 @@ archive_images_in_store() { # archive_images_in_store DIR
 # importing it gave: the marker (named by the directory, the hash of the images' inputs) keeps
 # every image's digest, so images removed since (a full disk, a garbage collection) or tags
 # moved by another archive are imported again.
-import_images() { # import_images DIR_WITH_images.tar_AND_images.txt
-  local d=$1 mark
+import_images() { # import_images DIR_WITH_images.tar_AND_images.txt [STORE_ROOT NODE_NAME]
+  local d=$1 root=${2:-$CTR_ROOT} name=${3:-the real node} mark
   [ -f "$d/images.tar" ] && [ -f "$d/images.txt" ] || die "no image archive in $d (build it with: kstack dev images)"
-  mark=$CTR_ROOT/kstack-imported/$(basename "$(cd "$d" && pwd)")
+  mark=$root/kstack-imported/$(basename "$(cd "$d" && pwd)")
   if [ -f "$mark" ] && [ "$(archive_images_in_store "$d" | wc -l)" -eq "$(wc -l <"$d/images.txt")" ] \
       && archive_images_in_store "$d" | cmp -s - "$mark"; then
     return 0
   fi
-  say "importing $(wc -l <"$d/images.txt") images from $d into the real node's containerd"
-  ctr -a "$SOCK" -n k8s.io images import "$d/images.tar" >/dev/null
+  say "importing $(wc -l <"$d/images.txt") images from $d into $name's containerd"
+  "${CTR_CMD[@]}" -n k8s.io images import "$d/images.tar" >/dev/null
   mkdir -p "$(dirname "$mark")" && archive_images_in_store "$d" >"$mark"
 }
 
@@ -283,7 +315,7 @@ maxPods: 110
 registerNode: true
 KY
   labels="kubernetes.io/os=linux,kstack.io/real-node=true"
-  for role in control compute network storage; do labels="$labels,${ROLE_PREFIX}$role=true"; done
+  for role in $(node_roles 1); do labels="$labels,${ROLE_PREFIX}$role=true"; done
   KUBELET_LABELS=$labels
   kubelet_start
 }
@@ -461,8 +493,255 @@ PV
   } | "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply --server-side -f - >/dev/null
 }
 
+# ---- The roles of each real node, and nodes 2 and 3 ----
+
+ALL_ROLES="control network storage compute"
+# node_roles I: the role labels real node I carries among REAL_COUNT real nodes.
+node_roles() {
+  case "${REAL_COUNT:-1}:$1" in
+    1:1) echo "$ALL_ROLES";;
+    2:1) echo "control network storage compute";;
+    2:2) echo "compute";;
+    3:1) echo "control storage";;
+    3:2) echo "network compute";;
+    3:3) echo "compute";;
+    *) die "no roles for real node $1 of ${REAL_COUNT:-1}";;
+  esac
+}
+
+# Sets real node I's role labels to node_roles I, removing the others: a kubelet applies its
+# --node-labels only when it registers, and a cluster restarted with another count keeps them.
+label_roles() { # label_roles I
+  local node=kstack-real-$1 role want args=()
+  want=" $(node_roles "$1") "
+  for role in $ALL_ROLES; do
+    case "$want" in *" $role "*) args+=("${ROLE_PREFIX}$role=true");; *) args+=("${ROLE_PREFIX}$role-");; esac
+  done
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" label node "$node" --overwrite "${args[@]}" >/dev/null
+}
+
+# The facts of real node I (2 or 3), as globals the functions below read.
+extra_node() { # extra_node I
+  X=$1
+  XNODE=kstack-real-$X
+  XNS=kstack-real-$X
+  XIP=10.245.0.$X
+  XPOD_CIDR=10.245.$X.0/24
+  XPOD_GW=10.245.$X.1
+  XVETH=kstack-n$X
+  XR=$DIR/real-$X
+  XCTR_ROOT=$CACHE/containerd-real-$X
+  XCTR_STATE=/run/kstack-containerd-$X
+  XSOCK=$XCTR_STATE/containerd.sock
+  XCGROUP=kstack-real-$X
+  # The node's own /var/lib/kstack (its part of the cloud's host state, parked and purged with it).
+  XSTATE=$HOST_STATE/nodes/$XNODE
+}
+xpid() { pid_in "$XR/pids/$1"; }
+xalive() { [ -n "$(xpid "$1")" ]; }
+# Runs a command in real node X's namespaces (network and mount, through its anchor process).
+in_node() {
+  local anchor; anchor=$(xpid anchor)
+  [ -n "$anchor" ] || die "real node $XNODE is not running"
+  nsenter -t "$anchor" -m -n -u -- "$@"
+}
+xstart() { # xstart NAME COMMAND... (in the node's namespaces)
+  local name=$1; shift
+  nsenter -t "$(xpid anchor)" -m -n -u -- "$@" >"$XR/logs/$name.log" 2>&1 &
+  echo $! >"$XR/pids/$name"
+}
+xwait_until() { # xwait_until WHAT SECONDS PROC COMMAND...
+  local what=$1 secs=$2 proc=$3; shift 3
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ -n "$proc" ] && ! xalive "$proc"; then
+      say "$XNODE: $proc exited while waiting for $what; last lines of $XR/logs/$proc.log:"
+      tail -n 20 "$XR/logs/$proc.log" >&2 || true
+      return 1
+    fi
+    [ $SECONDS -lt $deadline ] || { say "$XNODE: timed out after ${secs}s waiting for $what (logs in $XR/logs)"; return 1; }
+    sleep 0.3
+  done
+}
+
+# The node's network namespace on the bridge, its pods' route through it, and its anchor: a
+# process holding the node's network, mount and UTS namespaces (its host name is the node's name:
+# the cloud's host-network services name their host by it), in which the node's /sys shows its own
+# network devices (the cgroup hierarchies kept), and /run, /var/lib/kstack, the kubelet's
+# /var/log/pods and /var/log/containers and CNI's /var/lib/cni are the node's (a kubelet deletes
+# the log links it cannot resolve: another node's). Every process of the node is started in the
+# anchor's namespaces.
+xnode_namespaces() {
+  ip netns add "$XNS" 2>/dev/null || true
+  ip link show "$XVETH" >/dev/null 2>&1 || ip link add "$XVETH" type veth peer name eth0 netns "$XNS"
+  ip link set "$XVETH" master "$BRIDGE" up
+  ip -n "$XNS" addr replace "$XIP/24" dev eth0
+  ip -n "$XNS" link set lo up
+  ip -n "$XNS" link set eth0 up
+  ip -n "$XNS" route replace default via "$NODE_IP"
+  ip route replace "$XPOD_CIDR" via "$XIP" dev "$BRIDGE"
+  # Its tunnel interface on the tunnel network, and an external interface without a cable (the
+  # provider network's gateway is on node 1, as a network node's).
+  ip link show "kstack-t$X" >/dev/null 2>&1 || ip link add "kstack-t$X" type veth peer name "$TUN_PORT" netns "$XNS"
+  ip link set "kstack-t$X" master "$TUN_BRIDGE" up
+  ip -n "$XNS" addr replace "$(tunnel_ip "$X")" dev "$TUN_PORT"
+  ip -n "$XNS" link set "$TUN_PORT" up
+  ip link show "kstack-x$X" >/dev/null 2>&1 || ip link add "kstack-x$X" type veth peer name "$EXT_PORT" netns "$XNS"
+  ip link set "kstack-x$X" up
+  ip -n "$XNS" link set "$EXT_PORT" up
+  ip netns exec "$XNS" sysctl -qw net.ipv4.ip_forward=1
+  [ ! -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || ip netns exec "$XNS" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null \
+    || say "warning: $XNODE: no bridge netfilter in its namespace: its pods may not reach Services"
+  local g
+  for g in /sys/fs/cgroup/*/; do
+    [ -d "$g$XCGROUP" ] && continue
+    mkdir "$g$XCGROUP"
+    # A v1 cpuset group takes no task until it has CPUs and memory nodes.
+    if [ -f "$g/cpuset.cpus" ]; then cat "$g/cpuset.cpus" >"$g$XCGROUP/cpuset.cpus"; cat "$g/cpuset.mems" >"$g$XCGROUP/cpuset.mems"; fi
+  done
+  mkdir -p "$XR/logs" "$XR/pids" "$XR/pod-logs" "$XR/container-logs" "$XR/cni-cache" "$XR/mnt/cgroup" "$XSTATE" /var/log/containers
+  rm -f "$XR/anchor.ready"
+  nsenter --net="/run/netns/$XNS" unshare --mount --uts --propagation slave -- bash -c '
+    set -e
+    hostname "$3"
+    mount --rbind /sys/fs/cgroup "$1/mnt/cgroup"
+    umount -l /sys
+    mount -t sysfs sysfs /sys
+    mount --move "$1/mnt/cgroup" /sys/fs/cgroup
+    mount -t tmpfs -o mode=0755 tmpfs /run
+    mkdir -p /run/netns
+    mount --bind /run/netns /run/netns
+    mount --make-shared /run/netns
+    mount --bind "$1/pod-logs" /var/log/pods
+    mount --bind "$1/container-logs" /var/log/containers
+    mkdir -p /var/lib/cni
+    mount --bind "$1/cni-cache" /var/lib/cni
+    mkdir -p /var/lib/kstack
+    mount --bind "$2" /var/lib/kstack
+    touch "$1/anchor.ready"
+    exec sleep infinity' anchor "$XR" "$XSTATE" "$XNODE" >"$XR/logs/anchor.log" 2>&1 &
+  echo $! >"$XR/pids/anchor"
+  xwait_until "its namespaces" 10 anchor test -f "$XR/anchor.ready"
+}
+
+xnode_containerd() {
+  mkdir -p "$XCTR_ROOT" "$XR/cni/net.d" "$XR/cni/ipam"
+  cat >"$XR/cni/net.d/10-kstack.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "kstack",
+  "plugins": [
+    {"type": "bridge", "bridge": "kstack-pods", "isGateway": true, "isDefaultGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$XR/cni/ipam",
+              "ranges": [[{"subnet": "$XPOD_CIDR", "gateway": "$XPOD_GW"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+CNI
+  sed -e "s|^root = .*|root = \"$XCTR_ROOT\"|" -e "s|^state = .*|state = \"$XCTR_STATE\"|" \
+      -e "s|address = .*|address = \"$XSOCK\"|" -e "s|conf_dir = .*|conf_dir = \"$XR/cni/net.d\"|" \
+      "$R/containerd.toml" >"$XR/containerd.toml"
+  xstart containerd "$CONTAINERD" --config "$XR/containerd.toml"
+  xwait_until "containerd" 30 containerd in_node ctr -a "$XSOCK" version
+  xwait_until "containerd's CRI service" 30 containerd grep -q "Start streaming server" "$XR/logs/containerd.log" \
+    || say "warning: $XNODE: containerd never logged that its CRI service started; going on"
+  # The pause image, as node 1's containerd has it.
+  if ! in_node ctr -a "$XSOCK" -n k8s.io images ls -q | grep -qx "$PAUSE_REF"; then
+    ctr -a "$SOCK" -n k8s.io images export "$XR/pause.tar" "$PAUSE_REF"
+    in_node ctr -a "$XSOCK" -n k8s.io images import "$XR/pause.tar" >/dev/null
+    rm -f "$XR/pause.tar"
+  fi
+}
+
+xnode_kubelet() {
+  local P=$DIR/pki labels role
+  cert "node-$XNODE" "/O=system:nodes/CN=system:node:$XNODE"
+  kubeconfig_for "node-$XNODE" "$XR/kubelet.kubeconfig" "$NODE_IP"
+  mkdir -p "$XR/kubelet"
+  sed -e "s|^address: .*|address: $XIP|" -e "s|^containerRuntimeEndpoint: .*|containerRuntimeEndpoint: unix://$XSOCK|" \
+      "$R/kubelet.yaml" >"$XR/kubelet.yaml"
+  echo "cgroupRoot: /$XCGROUP" >>"$XR/kubelet.yaml"
+  labels="kubernetes.io/os=linux,kstack.io/real-node=true"
+  for role in $(node_roles "$X"); do labels="$labels,${ROLE_PREFIX}$role=true"; done
+  xstart kubelet "$BIN/kubelet" --config="$XR/kubelet.yaml" --kubeconfig="$XR/kubelet.kubeconfig" \
+    --root-dir="$XR/kubelet" --hostname-override="$XNODE" --node-ip="$XIP" --node-labels="$labels" --v=1
+}
+
+xnode_proxy() {
+  kubeconfig_for kube-proxy "$XR/kube-proxy.kubeconfig" "$NODE_IP"
+  sed -e "s|^clientConnection: .*|clientConnection: {kubeconfig: \"$XR/kube-proxy.kubeconfig\"}|" \
+      -e "s|^hostnameOverride: .*|hostnameOverride: $XNODE|" -e "s|^bindAddress: .*|bindAddress: $XIP|" \
+      -e "s|^clusterCIDR: .*|clusterCIDR: 10.245.0.0/16|" -e "s|^nodePortAddresses: .*|nodePortAddresses: [\"$XIP/32\"]|" \
+      "$R/kube-proxy.yaml" >"$XR/kube-proxy.yaml"
+  xstart kube-proxy "$BIN/kube-proxy" --config="$XR/kube-proxy.yaml"
+}
+
+xnode_up() { # xnode_up I
+  extra_node "$1"
+  local t0=$SECONDS
+  if xalive kubelet && xalive containerd && xalive kube-proxy; then return 0; fi
+  xnode_down
+  extra_node "$1"
+  xnode_namespaces
+  xnode_containerd
+  local d
+  for d in ${KSTACK_DEV_IMAGES:-}; do xnode_import "$d"; done
+  xnode_kubelet
+  xnode_proxy
+  xwait_until "node $XNODE to be Ready" 120 kubelet bash -c \
+    "'$BIN/kubectl' --kubeconfig='$DIR/kubeconfig' get node $XNODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  say "real node $XNODE Ready in $((SECONDS - t0))s (node IP $XIP, pods $XPOD_CIDR, roles: $(node_roles "$X"))"
+}
+
+xnode_import() { # xnode_import DIR (into real node X)
+  local CTR_CMD=(in_node ctr -a "$XSOCK")
+  import_images "$1" "$XCTR_ROOT" "$XNODE"
+}
+
+# Stops real node X: its daemons, then every process left in its mount namespace (pods' shims
+# and containers, guests), so the namespaces and every mount in them go; then its network
+# namespace, route and cgroups. Its image store and its host state stay.
+xnode_down() {
+  [ -d "$XR" ] || ip netns list 2>/dev/null | grep -qw "$XNS" || return 0
+  local anchor p
+  anchor=$(xpid anchor)
+  stop_pid_in "$XR/pids/kubelet" 5
+  stop_pid_in "$XR/pids/kube-proxy" 5
+  if [ -n "$anchor" ]; then
+    for p in /proc/[0-9]*; do
+      if [[ "$p/ns/mnt" -ef "/proc/$anchor/ns/mnt" ]] && [ "${p#/proc/}" != "$anchor" ]; then kill -9 "${p#/proc/}" 2>/dev/null || true; fi
+    done
+  fi
+  stop_pid_in "$XR/pids/containerd" 5
+  stop_pid_in "$XR/pids/anchor" 2
+  ip netns delete "$XNS" 2>/dev/null || true
+  ip link delete "$XVETH" 2>/dev/null || true
+  ip link delete "kstack-t$X" 2>/dev/null || true
+  ip link delete "kstack-x$X" 2>/dev/null || true
+  ip route del "$XPOD_CIDR" 2>/dev/null || true
+  local g
+  for g in /sys/fs/cgroup/*/"$XCGROUP"; do
+    [ -d "$g" ] && find "$g" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  rm -rf "$XR"
+}
+
+# The real nodes 2.. this cluster has running (from their directories).
+extra_nodes_present() {
+  local d
+  for d in "$DIR"/real-[0-9]; do [ -d "$d" ] && echo "${d##*-}"; done
+  return 0
+}
+
 cmd_up() {
-  BIN=$1 ROLE_PREFIX=$2
+  BIN=$1 ROLE_PREFIX=$2 REAL_COUNT=${3:-1}
+  case "$REAL_COUNT" in [1-$MAX_REAL_NODES]) ;; *) die "at most $MAX_REAL_NODES real nodes fit on this machine, asked for '$REAL_COUNT'";; esac
+  # Node 1 already running (the cluster grows or shrinks): only the other nodes change.
+  if node1_running; then
+    local i
+    extra_nodes_adjust
+    return 0
+  fi
   preflight || exit 1
   [ -x "$BIN/kubelet" ] && [ -x "$BIN/kube-proxy" ] && [ -x "$BIN/coredns" ] || die "kubelet, kube-proxy or coredns missing in $BIN (hack/build-k8s.sh builds them)"
   mkdir -p "$R/logs" "$R/pids"
@@ -482,8 +761,30 @@ cmd_up() {
   api_endpoint
   volumes
   kubelet_ready
+  say "real node $NODE Ready in $((SECONDS - t0))s (node IP $NODE_IP, roles ${ROLE_PREFIX}*: $(node_roles 1); logs in $R/logs)"
+  extra_nodes_adjust
   trap - ERR INT TERM
-  say "real node $NODE Ready in $((SECONDS - t0))s (node IP $NODE_IP, role labels ${ROLE_PREFIX}*; logs in $R/logs)"
+}
+
+# Nodes 2..REAL_COUNT up (those running are left alone); nodes beyond the count asked for (a
+# cluster started again with fewer) go, with their Node objects; every node's role labels set.
+extra_nodes_adjust() {
+  local i
+  for i in $(extra_nodes_present); do
+    [ "$i" -le "$REAL_COUNT" ] && continue
+    extra_node "$i"; xnode_down
+    "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" delete node "$XNODE" --ignore-not-found >/dev/null
+    say "real node $XNODE stopped and removed from the cluster"
+  done
+  for ((i = 2; i <= REAL_COUNT; i++)); do xnode_up "$i"; label_roles "$i"; done
+  label_roles 1
+  echo "$REAL_COUNT" >"$R/count"
+}
+
+node1_running() {
+  local c
+  [ -d "$R/pids" ] || return 1
+  for c in $PROCS; do alive "$c" || return 1; done
 }
 
 stop_proc() { stop_pid_in "$R/pids/$1" 5; }
@@ -521,7 +822,7 @@ host_leftovers_clean() {
   libvirt_leftovers_stop
   local l m
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
-      | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
+      | grep -E '^(ovs-netdev|ovs-system|br-int|br-tun|br-vtep|br-ex[0-9]*|tap[0-9a-f]{8}-[0-9a-f]{2}|qr-|qg-|ns-|qvo|qvb|qbr)' || true); do
     ip link delete "$l" 2>/dev/null || true
   done
   for m in /run/netns/qrouter-* /run/netns/qdhcp-*; do [ -e "$m" ] && { ip netns delete "$(basename "$m")" 2>/dev/null || rm -f "$m"; }; done
@@ -529,6 +830,8 @@ host_leftovers_clean() {
 }
 
 cmd_down() {
+  local i
+  for i in $(extra_nodes_present); do extra_node "$i"; xnode_down; done
   [ -d "$R" ] || [ -f "$OWNER_FILE" ] || return 0
   if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ]; then return 0; fi
   stop_proc kubelet
@@ -567,6 +870,8 @@ cmd_down() {
   for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$m" 2>/dev/null || true; done
   ip link delete "$BRIDGE" 2>/dev/null || true
   ip link delete "$EXT_PORT" 2>/dev/null || true
+  ip link delete "$TUN_PORT" 2>/dev/null || true
+  ip link delete "$TUN_BRIDGE" 2>/dev/null || true
   # The volumes' data stays for the next `up` (the cluster's data in etcd points at it) unless
   # asked to purge; the image store under the cache always stays.
   rm -rf "$R" "$CTR_STATE" /run/openvswitch
@@ -591,6 +896,14 @@ cmd_status() {
   for c in $PROCS; do
     if alive "$c"; then printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"; else printf '%-24s stopped\n' "$c"; rc=3; fi
   done
+  local i count
+  count=$(cat "$R/count" 2>/dev/null || echo 1)
+  for ((i = 2; i <= count; i++)); do
+    extra_node "$i"
+    for c in containerd kubelet kube-proxy; do
+      if xalive "$c"; then printf '%-24s running (pid %s)\n' "$XNODE $c" "$(xpid "$c")"; else printf '%-24s stopped\n' "$XNODE $c"; rc=3; fi
+    done
+  done
   return $rc
 }
 
@@ -598,11 +911,18 @@ case "${1:-}" in
   up) shift; cmd_up "$@";;
   down) BIN=$(dirname "$(ls "$CACHE"/bin/*/kube-proxy 2>/dev/null | head -1)"); cmd_down "${2:-}";;
   status) cmd_status;;
+  # The number of real nodes running now (node 1 and the others), 0 when node 1 is down.
+  count) if node1_running; then cat "$R/count" 2>/dev/null || echo 1; else echo 0; fi;;
   preflight) preflight;;
   # What `up` and `down --purge` do to the host state, alone (for the tests).
   host-state) case "${2:-}" in take) host_state_take;; purge) host_state_purge;; clean-leftovers) host_leftovers_clean;; libvirt-leftovers) libvirt_leftovers_stop;; netns-shared) netns_shared;; *) die "usage: realnode.sh host-state take|purge|clean-leftovers|libvirt-leftovers|netns-shared";; esac;;
   import) shift; [ $# -gt 0 ] || die "usage: realnode.sh import DIR..."
     alive containerd || die "the real node is not running (kstack dev up starts it)"
-    for d in "$@"; do import_images "$d"; done;;
-  *) die "usage: realnode.sh up BIN_DIR ROLE_PREFIX | down | status | preflight | import DIR...";;
+    for d in "$@"; do import_images "$d"; done
+    for i in $(extra_nodes_present); do
+      extra_node "$i"
+      xalive containerd || die "real node $XNODE is not running (kstack dev up starts it)"
+      for d in "$@"; do xnode_import "$d"; done
+    done;;
+  *) die "usage: realnode.sh up BIN_DIR ROLE_PREFIX [N] | down | status | preflight | import DIR...";;
 esac

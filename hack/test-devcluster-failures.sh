@@ -67,8 +67,8 @@ out=$(KSTACK_CONTAINERD=$T/no-such-containerd KSTACK_DEV_DIR=$T/dev KSTACK_DEV_P
 check "real node without containerd" "missing: containerd ($T/no-such-containerd)" $rc "$out"
 
 # 6. A bad --real-nodes value.
-out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27480 bash hack/devcluster.sh up --real-nodes 2 2>&1); rc=$?
-check "two real nodes refused" "--real-nodes must be 0 or 1" $rc "$out"
+out=$(KSTACK_DEV_DIR=$T/dev KSTACK_DEV_PORT_BASE=27480 bash hack/devcluster.sh up --real-nodes 4 2>&1); rc=$?
+check "four real nodes refused" "--real-nodes must be 0 to 3" $rc "$out"
 
 # 7. The cluster's data outlives a dead API server, `up` and `down`; only `down --purge` drops it.
 dev() { KSTACK_DEV_DIR=$T/dev7 KSTACK_DEV_PORT_BASE=27490 bash hack/devcluster.sh "$@"; }

@@ -138,6 +138,9 @@ bash hack/fuzz.sh "${KSTACK_FUZZ_SECONDS:-20}"
 phase "local control plane failure behaviour"
 bash hack/test-devcluster-failures.sh
 
+phase "three real nodes on this machine: pods and Services across nodes, shrink, purge"
+bash hack/test-realnodes.sh
+
 phase "end-to-end tests on the local control plane"
 export KSTACK_DEV_DIR=${KSTACK_DEV_DIR:-$HOME/.cache/kstack/dev-test}
 # A cluster of its own on free ports, so a developer's running `kstack dev up` is left alone.

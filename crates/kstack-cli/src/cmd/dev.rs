@@ -12,7 +12,7 @@ use anyhow::Context;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100 --real-nodes 0\n  kstack dev up --nodes none     # the real node only, carrying every role\n  kstack dev import \"$(kstack dev images | tail -n 1)\"\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down            # keeps the cluster's data for the next `up`\n  kstack dev down --purge    # deletes it"
+    after_help = "Examples:\n  kstack dev up\n  kstack dev up --nodes control=3,compute=100 --real-nodes 0\n  kstack dev up --nodes none     # the real node only, carrying every role\n  kstack dev up --nodes none --real-nodes 2   # two real nodes, two compute hosts\n  kstack dev import \"$(kstack dev images | tail -n 1)\"\n  export KUBECONFIG=$(kstack dev kubeconfig)\n  kstack dev down            # keeps the cluster's data for the next `up`\n  kstack dev down --purge    # deletes it"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -26,14 +26,19 @@ enum Action {
     /// the cluster's data from an earlier run is reused.
     Up {
         /// Simulated nodes per role, e.g. control=3,compute=3,network=1,storage=1 (at most 1000
-        /// in all), or `none`.
-        #[arg(long, default_value = "control=3,compute=3,network=1,storage=1")]
-        nodes: String,
-        /// Real nodes (0 or 1): containerd, kubelet and kube-proxy on this machine (needs root).
-        /// Beside simulated nodes its role labels are `kstack.io/real-role-*`; alone, the usual
-        /// role labels.
-        #[arg(long, default_value_t = 1)]
-        real_nodes: u8,
+        /// in all), or `none`. Default: what the cluster had when its data is kept, else
+        /// control=3,compute=3,network=1,storage=1.
+        #[arg(long)]
+        nodes: Option<String>,
+        /// Real nodes (0 to 3): containerd, kubelet and kube-proxy on this machine (needs root),
+        /// each node after the first in network and mount namespaces of its own. Alone, node 1
+        /// carries every role; with 2, node 2 is a second compute node; with 3, node 1 is
+        /// control and storage, node 2 network and compute, node 3 compute. Beside simulated
+        /// nodes their role labels are `kstack.io/real-role-*`; alone, the usual role labels.
+        /// A running cluster grows or shrinks to the count given. Default: what the cluster had
+        /// when its data is kept, else 1.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+        real_nodes: Option<u8>,
     },
     /// Build the cloud's images to Kolla's contract from Debian packages and PyPI (cached by a
     /// hash of their inputs); prints the directory holding the image archive.
@@ -45,7 +50,7 @@ enum Action {
         #[arg(long)]
         tag: Option<String>,
     },
-    /// Import image archives (directories made by `kstack dev images`) into the real node.
+    /// Import image archives (directories made by `kstack dev images`) into every real node.
     Import {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
@@ -89,13 +94,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut cmd = std::process::Command::new("bash");
     cmd.arg(&script);
     match args.action {
-        Action::Up { nodes, real_nodes } => cmd.args([
-            "up",
-            "--nodes",
-            &nodes,
-            "--real-nodes",
-            &real_nodes.to_string(),
-        ]),
+        Action::Up { nodes, real_nodes } => {
+            // Only what was given: a cluster whose data is kept comes back with the nodes it had.
+            cmd.arg("up");
+            if let Some(nodes) = nodes {
+                cmd.args(["--nodes", &nodes]);
+            }
+            if let Some(n) = real_nodes {
+                cmd.args(["--real-nodes", &n.to_string()]);
+            }
+            &mut cmd
+        }
         Action::Images { release, tag } => {
             if let Some(release) = release {
                 cmd.args(["--release", &release]);
