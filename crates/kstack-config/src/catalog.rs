@@ -56,6 +56,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         CatalogIssue::PublicNotExposed { service, port } => (service, Some(port.as_str())),
         CatalogIssue::SeveralGateways { service, .. } => (service, Some("public_gateway")),
         CatalogIssue::BadSharedVolume { service, volume } => (service, Some(volume.as_str())),
+        CatalogIssue::BadAlsoOn { service, .. } => (service, Some("also_on")),
         CatalogIssue::UnknownFact {
             service, container, ..
         }
@@ -92,6 +93,7 @@ fn issue_diag(text: Option<&str>, issue: &CatalogIssue) -> Diag {
         }
         CatalogIssue::SeveralGateways { .. } => format!("services.{service}.public_gateway"),
         CatalogIssue::BadSharedVolume { .. } => format!("services.{service}.volumes"),
+        CatalogIssue::BadAlsoOn { .. } => format!("services.{service}.also_on"),
     };
     let mut line = 0;
     if let Some(text) = text {

@@ -507,10 +507,11 @@ fn a_kolla_ansible_globals_with_jinja_values_loads() {
             "kolla_internal_fqdn",
             "kolla_external_vip_interface",
             "api_interface",
-            "tunnel_interface",
             "enable_fluentd"
         ]
     );
+    // The tunnel interface is honoured, with its Jinja value evaluated.
+    assert_eq!(g.tunnel_interface.as_deref(), Some("ens3"));
 }
 
 #[test]

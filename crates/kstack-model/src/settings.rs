@@ -187,7 +187,10 @@ pub const SETTINGS: &[Setting] = &[
     ),
     meaningless("api_interface", INTERFACE),
     meaningless("storage_interface", INTERFACE),
-    meaningless("tunnel_interface", INTERFACE),
+    honoured(
+        "tunnel_interface",
+        "when set, the address of this interface on each host is its VXLAN tunnel endpoint (the Open vSwitch agent's `local_ip`); with the userspace datapath (`ovs_datapath: netdev`) the interface and its address move onto the Open vSwitch bridge `br-vtep`, through which that datapath sends tunnel traffic. Unset: each host's own address",
+    ),
     meaningless("dns_interface", INTERFACE),
     meaningless("migration_interface", INTERFACE),
     meaningless("octavia_network_interface", INTERFACE),

@@ -689,3 +689,110 @@ fn nova_computes_drain_is_python_that_waits_for_its_hosts_busy_servers() {
         "grace {grace}"
     );
 }
+
+fn config_with(vars: &[(&str, &str)]) -> Config {
+    let vars: serde_json::Map<String, serde_json::Value> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    Config::from_parts(
+        Globals::from_vars(&vars.into_iter().collect()).unwrap(),
+        kstack_config::testing::passwords(7),
+        Default::default(),
+        Catalog::builtin().unwrap(),
+    )
+}
+
+/// `bash -n` of a rendered script: it parses.
+fn parses(script: &str) {
+    let out = std::process::Command::new("bash")
+        .args(["-n", "-c", script])
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{}\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_tunnel_interface_becomes_each_hosts_tunnel_endpoint() {
+    // Userspace datapath: the interface and its address move onto br-vtep, the agent's
+    // local_ip is br-vtep's address.
+    let files = render_files(
+        &config_with(&[
+            ("tunnel_interface", "kstack-tun"),
+            ("ovs_datapath", "netdev"),
+        ]),
+        Target::Kubernetes,
+    )
+    .unwrap();
+    let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    parses(bridges);
+    assert!(
+        bridges.contains("--may-exist add-port br-vtep kstack-tun\n"),
+        "{bridges}"
+    );
+    assert!(
+        bridges.contains("ip addr del \"$address\" dev kstack-tun\n"),
+        "{bridges}"
+    );
+    assert!(
+        bridges.contains("ip addr replace \"$address\" dev br-vtep\n"),
+        "{bridges}"
+    );
+    let start = file(&files, "neutron-openvswitch-agent", "ovs-agent-start.sh");
+    parses(start);
+    assert!(start.contains("device=br-vtep\n"), "{start}");
+    assert!(
+        start.contains("exec \"$@\" --config-file /var/lib/neutron/kstack-tunnel.ini\n"),
+        "{start}"
+    );
+
+    // Kernel datapath: the interface keeps its address, which the agent reads.
+    let files = render_files(
+        &config_with(&[
+            ("tunnel_interface", "kstack-tun"),
+            ("ovs_datapath", "system"),
+        ]),
+        Target::Kubernetes,
+    )
+    .unwrap();
+    let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    parses(bridges);
+    assert!(!bridges.contains("br-vtep"), "{bridges}");
+    let start = file(&files, "neutron-openvswitch-agent", "ovs-agent-start.sh");
+    parses(start);
+    assert!(start.contains("device=kstack-tun\n"), "{start}");
+
+    // Unset: each host's own address (local_ip = $my_ip), nothing moves.
+    let files = render_files(
+        &config_with(&[("ovs_datapath", "netdev")]),
+        Target::Kubernetes,
+    )
+    .unwrap();
+    let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
+    parses(bridges);
+    assert!(!bridges.contains("br-vtep"), "{bridges}");
+    let start = file(&files, "neutron-openvswitch-agent", "ovs-agent-start.sh");
+    parses(start);
+    assert!(!start.contains("kstack-tunnel.ini"), "{start}");
+    assert!(start.trim_end().ends_with("exec \"$@\""), "{start}");
+    let agent = file(&files, "neutron-openvswitch-agent", "openvswitch_agent.ini");
+    assert!(agent.contains("local_ip = $my_ip\n"), "{agent}");
+}
+
+#[test]
+fn a_tunnel_interface_that_is_no_interface_name_is_refused() {
+    let mut vars = serde_json::Map::new();
+    vars.insert("tunnel_interface".into(), "eth0; reboot".into());
+    let issues = Globals::from_vars(&vars.into_iter().collect()).unwrap_err();
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.key == "tunnel_interface"
+                && i.message.contains("not a network interface name")),
+        "{issues:?}"
+    );
+}

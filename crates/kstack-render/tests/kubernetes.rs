@@ -702,6 +702,32 @@ fn central_logging_puts_a_collector_on_every_node_of_any_role_and_a_store_on_con
             .map(|r| vec![role(r)])
             .collect::<Vec<_>>()
     );
+    // Open vSwitch and its agent run on network and compute nodes (`also_on`); the L3 agent
+    // on network nodes only.
+    for ds in [
+        "openvswitch-db-server",
+        "openvswitch-vswitchd",
+        "neutron-openvswitch-agent",
+    ] {
+        let ds = find(&r, "DaemonSet", ds);
+        assert_eq!(pod_spec(ds).unwrap().node_selector, None);
+        assert_eq!(
+            required_terms(ds),
+            ["network", "compute"]
+                .iter()
+                .map(|r| vec![role(r)])
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(
+        pod_spec(find(&r, "DaemonSet", "neutron-l3-agent"))
+            .unwrap()
+            .node_selector,
+        Some(std::collections::BTreeMap::from([(
+            "kstack.io/role-network".to_owned(),
+            "true".to_owned()
+        )]))
+    );
     // It reads the kubelet's pod logs read-only, and sends them to the store's Service.
     let spec = pod_spec(collector).unwrap();
     let mount = spec.containers[0]

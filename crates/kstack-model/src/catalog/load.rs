@@ -53,6 +53,14 @@ pub enum CatalogIssue {
         after: String,
         after_phase: Phase,
     },
+    #[error(
+        "service `{service}`: also_on lists `{role}`, {problem}; list other roles than the service's own (`every` already means every node with a role)"
+    )]
+    BadAlsoOn {
+        service: String,
+        role: Role,
+        problem: &'static str,
+    },
     #[error("service `{service}` has no containers")]
     NoContainers { service: String },
     #[error(
@@ -217,6 +225,7 @@ impl Catalog {
                     project,
                     enable_flag,
                     role,
+                    also_on: o.also_on.unwrap_or_default(),
                     kind,
                     containers,
                     ports: o.ports.unwrap_or_default(),
@@ -340,6 +349,24 @@ impl Catalog {
             });
         }
         for (name, s) in &self.services {
+            for (i, r) in s.also_on.iter().enumerate() {
+                let problem = if *r == Role::Every || s.role == Role::Every {
+                    Some("which `every` covers")
+                } else if *r == s.role {
+                    Some("the service's own role")
+                } else if s.also_on[..i].contains(r) {
+                    Some("twice")
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    issues.push(CatalogIssue::BadAlsoOn {
+                        service: name.clone(),
+                        role: *r,
+                        problem,
+                    });
+                }
+            }
             if s.containers.is_empty() {
                 issues.push(CatalogIssue::NoContainers {
                     service: name.clone(),
@@ -524,6 +551,9 @@ fn apply(s: &mut Service, o: ServiceOverlay) {
     }
     if let Some(v) = o.role {
         s.role = v;
+    }
+    if let Some(v) = o.also_on {
+        s.also_on = v;
     }
     if let Some(v) = o.kind {
         s.kind = v;

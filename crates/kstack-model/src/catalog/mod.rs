@@ -92,6 +92,12 @@ pub struct Service {
     /// The globals.yml flag that turns the service on (`enable_nova`, ...).
     pub enable_flag: String,
     pub role: Role,
+    /// Roles whose nodes run the service too, besides its own role's: a per-node agent that
+    /// several groups of hosts need (Open vSwitch and its neutron agent run on network and
+    /// compute nodes, as kolla-ansible's inventory puts them). Neither `every` nor the
+    /// service's own role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_on: Vec<Role>,
     pub kind: WorkloadKind,
     pub containers: Vec<Container>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -140,6 +146,15 @@ pub enum Role {
     Storage,
     /// Every node that carries any role (a per-node agent such as the log collector).
     Every,
+}
+
+impl Service {
+    /// Every role whose nodes run the service: its own, then `also_on`.
+    pub fn roles(&self) -> Vec<Role> {
+        std::iter::once(self.role)
+            .chain(self.also_on.iter().copied())
+            .collect()
+    }
 }
 
 impl fmt::Display for Role {
@@ -756,6 +771,7 @@ pub struct ServiceOverlay {
     pub project: Option<String>,
     pub enable_flag: Option<String>,
     pub role: Option<Role>,
+    pub also_on: Option<Vec<Role>>,
     pub kind: Option<WorkloadKind>,
     pub containers: Option<Vec<Container>>,
     pub ports: Option<Vec<Port>>,

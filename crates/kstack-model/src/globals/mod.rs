@@ -62,6 +62,9 @@ pub struct Globals {
     pub images: Images,
     pub network_interface: String,
     pub neutron_external_interface: String,
+    /// `tunnel_interface` when set: the interface whose address is each host's VXLAN tunnel
+    /// endpoint (with the userspace datapath it moves onto the Open vSwitch bridge `br-vtep`).
+    pub tunnel_interface: Option<String>,
     pub openstack_region_name: String,
     pub keystone_admin_user: String,
     pub keystone_admin_project: String,
@@ -238,6 +241,7 @@ impl Globals {
         let mut t = kolla::Issues::default();
         let images = s.images.check(&mut t);
         let (network_interface, neutron_external_interface) = s.network.interfaces(&mut t);
+        let tunnel_interface = s.network.tunnel(&mut t);
         let services = s.services.check(&mut t);
         let external_network = s.network.external_network(&mut t);
         s.services.log_retention(&mut t);
@@ -295,6 +299,7 @@ impl Globals {
             images,
             network_interface,
             neutron_external_interface,
+            tunnel_interface,
             openstack_region_name: services.openstack_region_name,
             keystone_admin_user: services.keystone_admin_user,
             keystone_admin_project: services.keystone_admin_project,

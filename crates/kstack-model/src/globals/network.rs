@@ -56,6 +56,8 @@ pub(super) struct NetworkSettings {
     #[serde(deserialize_with = "kolla::text")]
     neutron_external_interface: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
+    tunnel_interface: Read<String>,
+    #[serde(deserialize_with = "kolla::text")]
     ovs_datapath: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
     kolla_external_fqdn: Read<String>,
@@ -133,6 +135,21 @@ impl NetworkSettings {
             }
         }
         (network_interface, neutron_external_interface)
+    }
+
+    /// `tunnel_interface`, when set: the hosts' interface whose address is their VXLAN tunnel
+    /// endpoint (unset: each host's own address, the one of its default route).
+    pub fn tunnel(&self, t: &mut Issues) -> Option<String> {
+        let name = t.opt_text("tunnel_interface", &self.tunnel_interface)?;
+        if !interface_name(&name) {
+            t.push(
+                "tunnel_interface",
+                None,
+                format!("`{name}` is not a network interface name"),
+                IFNAME_HELP.into(),
+            );
+        }
+        Some(name)
     }
 
     /// `ovs_datapath`: one kstack renders.

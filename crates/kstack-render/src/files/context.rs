@@ -377,6 +377,12 @@ pub fn template_context(config: &Config, target: Target) -> Result<TemplateConte
     let physnets = kstack_model::globals::physical_networks(&g.neutron_external_interface);
     let n = physnets.len();
     set("neutron_external_interfaces", Value::from(interfaces));
+    set(
+        "kstack_tunnel_interface",
+        g.tunnel_interface
+            .clone()
+            .map_or(Value::from(()), Value::from),
+    );
     set("neutron_physical_networks", Value::from(physnets));
     set(
         "neutron_bridges",

@@ -129,6 +129,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/neutron/ml2_conf.ini.j2"),
     ),
     (
+        "neutron/ovs-agent-start.sh.j2",
+        include_str!("../../templates/neutron/ovs-agent-start.sh.j2"),
+    ),
+    (
         "neutron/openvswitch_agent.ini.j2",
         include_str!("../../templates/neutron/openvswitch_agent.ini.j2"),
     ),

@@ -285,7 +285,7 @@ pub(super) fn pod_spec(
     volumes: Vec<Volume>,
 ) -> PodSpec {
     let p = &service.privileges;
-    let (node_selector, affinity) = placement(globals, service.role);
+    let (node_selector, affinity) = placement(globals, service);
     // The group that may read a key repository's Secret files (mode KEY_MODE).
     let fs_group = service.volumes.iter().find_map(|v| match v.kind {
         VolumeKind::KeyRepository { fs_group, .. } => Some(fs_group),
@@ -370,18 +370,27 @@ pub(super) fn protocol(p: catalog::Protocol) -> String {
     }
 }
 
-/// Where a service's pods may run: the nodes of its role (a node selector on the role label),
-/// or for [`catalog::Role::Every`] the nodes carrying any role (a required node affinity with
-/// one term per role; the terms are alternatives).
+/// Where a service's pods may run: the nodes of its role (a node selector on the role label);
+/// with `also_on`, the nodes of any of its roles, and for [`catalog::Role::Every`] the nodes
+/// carrying any role (a required node affinity with one term per role; the terms are
+/// alternatives).
 fn placement(
     globals: &Globals,
-    role: catalog::Role,
+    service: &catalog::Service,
 ) -> (Option<BTreeMap<String, String>>, Option<Affinity>) {
-    if role != catalog::Role::Every {
-        let (key, value) = globals.role_label(&role.to_string());
+    let roles: Vec<String> = if service.role == catalog::Role::Every {
+        kstack_model::globals::ROLES
+            .iter()
+            .map(|r| (*r).to_owned())
+            .collect()
+    } else {
+        service.roles().iter().map(ToString::to_string).collect()
+    };
+    if let [role] = roles.as_slice() {
+        let (key, value) = globals.role_label(role);
         return (Some(BTreeMap::from([(key, value)])), None);
     }
-    let terms = kstack_model::globals::ROLES
+    let terms = roles
         .iter()
         .map(|r| {
             let (key, value) = globals.role_label(r);

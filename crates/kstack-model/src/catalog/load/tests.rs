@@ -564,3 +564,44 @@ fn a_config_file_only_some_clouds_get_names_a_boolean_setting() {
     c.apply_conditions(&vars);
     assert_eq!(files(&c), ["cinder.conf", "ceph.conf", "ceph.keyring"]);
 }
+
+#[test]
+fn also_on_lists_other_roles_than_the_services_own_and_never_every() {
+    let overlay = Catalog::overlay_from_yaml(
+        "ops.yaml",
+        r#"
+services:
+  nova-compute:
+    also_on: [network, network]
+  keystone:
+    also_on: [control]
+  vlagent:
+    also_on: [compute]
+  horizon:
+    also_on: [every]
+"#,
+    )
+    .unwrap();
+    let Err(CatalogError::Invalid(issues)) = Catalog::merge(builtin(), overlay) else {
+        panic!("accepted")
+    };
+    let bad = |service: &str, role, problem| CatalogIssue::BadAlsoOn {
+        service: service.into(),
+        role,
+        problem,
+    };
+    for want in [
+        bad("nova-compute", Role::Network, "twice"),
+        bad("keystone", Role::Control, "the service's own role"),
+        bad("vlagent", Role::Compute, "which `every` covers"),
+        bad("horizon", Role::Every, "which `every` covers"),
+    ] {
+        assert!(issues.contains(&want), "{want:?} not in {issues:?}");
+    }
+    assert_eq!(issues.len(), 4, "{issues:?}");
+    // The built-in catalog puts Open vSwitch on compute nodes too.
+    assert_eq!(
+        builtin().services["openvswitch-vswitchd"].roles(),
+        [Role::Network, Role::Compute]
+    );
+}
