@@ -796,3 +796,43 @@ fn a_tunnel_interface_that_is_no_interface_name_is_refused() {
         "{issues:?}"
     );
 }
+
+#[test]
+fn tenant_networks_take_the_types_kolla_ansible_names() {
+    let files = render_files(&config_with(&[]), Target::Kubernetes).unwrap();
+    let ml2 = file(&files, "neutron-server", "ml2_conf.ini");
+    assert!(
+        ml2.contains("type_drivers = flat,vlan,vxlan\ntenant_network_types = vxlan\n"),
+        "{ml2}"
+    );
+    let files = render_files(
+        &config_with(&[("neutron_tenant_network_types", "vlan,vxlan")]),
+        Target::Kubernetes,
+    )
+    .unwrap();
+    let ml2 = file(&files, "neutron-server", "ml2_conf.ini");
+    assert!(ml2.contains("tenant_network_types = vlan,vxlan\n"), "{ml2}");
+
+    for (key, value, says) in [
+        (
+            "neutron_tenant_network_types",
+            "geneve",
+            "`geneve` is not among `neutron_type_drivers`",
+        ),
+        (
+            "neutron_type_drivers",
+            "flat,gre",
+            "`gre` is not a network type kstack builds",
+        ),
+    ] {
+        let mut vars = serde_json::Map::new();
+        vars.insert(key.into(), value.into());
+        let issues = Globals::from_vars(&vars.into_iter().collect()).unwrap_err();
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.key == key && i.message.contains(says)),
+            "{issues:?}"
+        );
+    }
+}

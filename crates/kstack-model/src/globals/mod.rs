@@ -125,6 +125,8 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("kstack_role_label_prefix", crate::labels::ROLE_LABEL_PREFIX),
         ("nova_compute_virt_type", "kvm"),
         ("ovs_datapath", "system"),
+        ("neutron_type_drivers", "flat,vlan,vxlan"),
+        ("neutron_tenant_network_types", "vxlan"),
         ("openstack_logging_debug", "False"),
         // Cinder in an external Ceph cluster (kolla-ansible's names and defaults).
         ("cinder_backend_ceph", "no"),
@@ -246,6 +248,7 @@ impl Globals {
         let external_network = s.network.external_network(&mut t);
         s.services.log_retention(&mut t);
         s.network.datapath(&mut t);
+        s.network.network_types(&mut t);
         s.services.logging_debug(&mut t);
         let kolla_internal_vip_address = s.network.endpoints(&mut t);
         let tls = s.network.tls(&mut t);

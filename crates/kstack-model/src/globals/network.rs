@@ -13,6 +13,10 @@ use super::kolla::{self, Issues, Read, quoted};
 /// their namespaces through veth pairs).
 pub const OVS_DATAPATHS: &[&str] = &["system", "netdev"];
 
+/// Network types of neutron's ML2 plugin with the Open vSwitch agent (`neutron_type_drivers`,
+/// `neutron_tenant_network_types`).
+pub const NETWORK_TYPES: &[&str] = &["flat", "vlan", "vxlan"];
+
 /// The external (provider) network of the cloud, made by kstack after Neutron is up, as an
 /// operator does once after a deploy: flat on a physical network of
 /// `neutron_external_interface`, shared by every project's routers for their gateways and
@@ -59,6 +63,11 @@ pub(super) struct NetworkSettings {
     tunnel_interface: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
     ovs_datapath: Read<String>,
+    /// Comma-separated lists.
+    #[serde(deserialize_with = "kolla::text")]
+    neutron_type_drivers: Read<String>,
+    #[serde(deserialize_with = "kolla::text")]
+    neutron_tenant_network_types: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
     kolla_external_fqdn: Read<String>,
     #[serde(deserialize_with = "kolla::text")]
@@ -150,6 +159,40 @@ impl NetworkSettings {
             );
         }
         Some(name)
+    }
+
+    /// `neutron_type_drivers` and `neutron_tenant_network_types`: network types of the Open
+    /// vSwitch agent (flat, vlan, vxlan), the tenant ones among the drivers.
+    pub fn network_types(&self, t: &mut Issues) {
+        let drivers = t.text("neutron_type_drivers", &self.neutron_type_drivers);
+        let drivers: Vec<&str> = drivers.split(',').map(str::trim).collect();
+        for d in &drivers {
+            if !NETWORK_TYPES.contains(d) {
+                t.push(
+                    "neutron_type_drivers",
+                    None,
+                    format!("`{d}` is not a network type kstack builds"),
+                    format!(
+                        "list some of {} separated by commas (geneve needs OVN, which is not built)",
+                        NETWORK_TYPES.join(", ")
+                    ),
+                );
+            }
+        }
+        let tenant = t.text(
+            "neutron_tenant_network_types",
+            &self.neutron_tenant_network_types,
+        );
+        for ty in tenant.split(',').map(str::trim) {
+            if !drivers.contains(&ty) {
+                t.push(
+                    "neutron_tenant_network_types",
+                    None,
+                    format!("`{ty}` is not among `neutron_type_drivers` ({})", drivers.join(",")),
+                    "list network types of neutron_type_drivers, in the order tenant networks take them (e.g. `vxlan` or `vlan,vxlan`); VLAN tenant networks also need their ranges in config/neutron/ml2_conf.ini ([ml2_type_vlan] network_vlan_ranges = physnet1:100:199)".into(),
+                );
+            }
+        }
     }
 
     /// `ovs_datapath`: one kstack renders.
