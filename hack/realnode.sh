@@ -46,10 +46,10 @@ POD_RANGE_START=10.245.0.16
 MAX_REAL_NODES=3
 EXT_PORT=kstack-ext0 EXT_HOST=kstack-ext1 EXT_IP=172.24.4.1/24
 # The tenant networks' tunnel network, a switch of its own (no address on this machine): each
-# real node I has the interface kstack-tun with 10.246.0.I/24 (set `tunnel_interface: kstack-tun`),
+# real node I has the interface kstack-tun with 10.247.0.I/24 (set `tunnel_interface: kstack-tun`),
 # a veth whose other end, kstack-tI, is a port of the bridge kstack-tunnel.
 TUN_BRIDGE=kstack-tunnel TUN_PORT=kstack-tun
-tunnel_ip() { echo "10.246.0.$1/24"; }
+tunnel_ip() { echo "10.247.0.$1/24"; }
 SVC_CIDR=10.96.0.0/16
 KUBELET_PORT=$((BASE + 6)) KUBELET_HEALTHZ=$((BASE + 7)) PROXY_HEALTHZ=$((BASE + 8)) PROXY_METRICS=$((BASE + 9)) DNS_HEALTH=$((BASE + 10))
 # The containerd binary: Debian's by default, or another build ($KSTACK_CONTAINERD).
@@ -66,8 +66,13 @@ say() { echo "kstack dev: $*" >&2; }
 die() { say "$*"; exit 1; }
 # shellcheck source=hack/pidfile.sh
 . "$HERE/pidfile.sh"
-pid_of() { pid_in "$R/pids/$1"; }
+# The process helpers act on one node's directory, ND: node 1's ($R) unless a caller sets ND to
+# another node's ($XR, as `local ND=$XR` or `ND=$XR helper ...`); that node's processes start in
+# its namespaces (through its anchor process).
+ND=$R
+pid_of() { pid_in "$ND/pids/$1"; }
 alive() { [ -n "$(pid_of "$1")" ]; }
+node_label() { [ "$ND" = "$R" ] || echo "$XNODE: "; }
 
 preflight() {
   local missing=() b
@@ -144,10 +149,11 @@ KC
   chmod 600 "$2"
 }
 
-start() { # start NAME ARGS...
+start() { # start NAME COMMAND...
   local name=$1; shift
-  "$@" >"$R/logs/$name.log" 2>&1 &
-  echo $! >"$R/pids/$name"
+  [ "$ND" = "$R" ] || set -- nsenter -t "$(pid_of anchor)" -m -n -u -- "$@"
+  "$@" >"$ND/logs/$name.log" 2>&1 &
+  echo $! >"$ND/pids/$name"
 }
 
 wait_until() { # wait_until WHAT SECONDS PROC COMMAND...
@@ -155,11 +161,11 @@ wait_until() { # wait_until WHAT SECONDS PROC COMMAND...
   local deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
     if [ -n "$proc" ] && ! alive "$proc"; then
-      say "$proc exited while waiting for $what; last lines of $R/logs/$proc.log:"
-      tail -n 20 "$R/logs/$proc.log" >&2 || true
+      say "$(node_label)$proc exited while waiting for $what; last lines of $ND/logs/$proc.log:"
+      tail -n 20 "$ND/logs/$proc.log" >&2 || true
       return 1
     fi
-    [ $SECONDS -lt $deadline ] || { say "timed out after ${secs}s waiting for $what (logs in $R/logs)"; return 1; }
+    [ $SECONDS -lt $deadline ] || { say "$(node_label)timed out after ${secs}s waiting for $what (logs in $ND/logs)"; return 1; }
     sleep 0.3
   done
 }
@@ -537,31 +543,11 @@ extra_node() { # extra_node I
   # The node's own /var/lib/kstack (its part of the cloud's host state, parked and purged with it).
   XSTATE=$HOST_STATE/nodes/$XNODE
 }
-xpid() { pid_in "$XR/pids/$1"; }
-xalive() { [ -n "$(xpid "$1")" ]; }
-# Runs a command in real node X's namespaces (network and mount, through its anchor process).
+# Runs a command in real node X's namespaces (network, mount and UTS, through its anchor process).
 in_node() {
-  local anchor; anchor=$(xpid anchor)
+  local anchor; anchor=$(ND=$XR pid_of anchor)
   [ -n "$anchor" ] || die "real node $XNODE is not running"
   nsenter -t "$anchor" -m -n -u -- "$@"
-}
-xstart() { # xstart NAME COMMAND... (in the node's namespaces)
-  local name=$1; shift
-  nsenter -t "$(xpid anchor)" -m -n -u -- "$@" >"$XR/logs/$name.log" 2>&1 &
-  echo $! >"$XR/pids/$name"
-}
-xwait_until() { # xwait_until WHAT SECONDS PROC COMMAND...
-  local what=$1 secs=$2 proc=$3; shift 3
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    if [ -n "$proc" ] && ! xalive "$proc"; then
-      say "$XNODE: $proc exited while waiting for $what; last lines of $XR/logs/$proc.log:"
-      tail -n 20 "$XR/logs/$proc.log" >&2 || true
-      return 1
-    fi
-    [ $SECONDS -lt $deadline ] || { say "$XNODE: timed out after ${secs}s waiting for $what (logs in $XR/logs)"; return 1; }
-    sleep 0.3
-  done
 }
 
 # The node's network namespace on the bridge, its pods' route through it, and its anchor: a
@@ -572,6 +558,7 @@ xwait_until() { # xwait_until WHAT SECONDS PROC COMMAND...
 # the log links it cannot resolve: another node's). Every process of the node is started in the
 # anchor's namespaces.
 xnode_namespaces() {
+  local ND=$XR
   ip netns add "$XNS" 2>/dev/null || true
   ip link show "$XVETH" >/dev/null 2>&1 || ip link add "$XVETH" type veth peer name eth0 netns "$XNS"
   ip link set "$XVETH" master "$BRIDGE" up
@@ -621,10 +608,11 @@ xnode_namespaces() {
     touch "$1/anchor.ready"
     exec sleep infinity' anchor "$XR" "$XSTATE" "$XNODE" >"$XR/logs/anchor.log" 2>&1 &
   echo $! >"$XR/pids/anchor"
-  xwait_until "its namespaces" 10 anchor test -f "$XR/anchor.ready"
+  wait_until "its namespaces" 10 anchor test -f "$XR/anchor.ready"
 }
 
 xnode_containerd() {
+  local ND=$XR
   mkdir -p "$XCTR_ROOT" "$XR/cni/net.d" "$XR/cni/ipam"
   cat >"$XR/cni/net.d/10-kstack.conflist" <<CNI
 {
@@ -641,9 +629,9 @@ CNI
   sed -e "s|^root = .*|root = \"$XCTR_ROOT\"|" -e "s|^state = .*|state = \"$XCTR_STATE\"|" \
       -e "s|address = .*|address = \"$XSOCK\"|" -e "s|conf_dir = .*|conf_dir = \"$XR/cni/net.d\"|" \
       "$R/containerd.toml" >"$XR/containerd.toml"
-  xstart containerd "$CONTAINERD" --config "$XR/containerd.toml"
-  xwait_until "containerd" 30 containerd in_node ctr -a "$XSOCK" version
-  xwait_until "containerd's CRI service" 30 containerd grep -q "Start streaming server" "$XR/logs/containerd.log" \
+  start containerd "$CONTAINERD" --config "$XR/containerd.toml"
+  wait_until "containerd" 30 containerd in_node ctr -a "$XSOCK" version
+  wait_until "containerd's CRI service" 30 containerd grep -q "Start streaming server" "$XR/logs/containerd.log" \
     || say "warning: $XNODE: containerd never logged that its CRI service started; going on"
   # The pause image, as node 1's containerd has it.
   if ! in_node ctr -a "$XSOCK" -n k8s.io images ls -q | grep -qx "$PAUSE_REF"; then
@@ -654,6 +642,7 @@ CNI
 }
 
 xnode_kubelet() {
+  local ND=$XR
   local P=$DIR/pki labels role
   cert "node-$XNODE" "/O=system:nodes/CN=system:node:$XNODE"
   kubeconfig_for "node-$XNODE" "$XR/kubelet.kubeconfig" "$NODE_IP"
@@ -663,23 +652,24 @@ xnode_kubelet() {
   echo "cgroupRoot: /$XCGROUP" >>"$XR/kubelet.yaml"
   labels="kubernetes.io/os=linux,kstack.io/real-node=true"
   for role in $(node_roles "$X"); do labels="$labels,${ROLE_PREFIX}$role=true"; done
-  xstart kubelet "$BIN/kubelet" --config="$XR/kubelet.yaml" --kubeconfig="$XR/kubelet.kubeconfig" \
+  start kubelet "$BIN/kubelet" --config="$XR/kubelet.yaml" --kubeconfig="$XR/kubelet.kubeconfig" \
     --root-dir="$XR/kubelet" --hostname-override="$XNODE" --node-ip="$XIP" --node-labels="$labels" --v=1
 }
 
 xnode_proxy() {
+  local ND=$XR
   kubeconfig_for kube-proxy "$XR/kube-proxy.kubeconfig" "$NODE_IP"
   sed -e "s|^clientConnection: .*|clientConnection: {kubeconfig: \"$XR/kube-proxy.kubeconfig\"}|" \
       -e "s|^hostnameOverride: .*|hostnameOverride: $XNODE|" -e "s|^bindAddress: .*|bindAddress: $XIP|" \
       -e "s|^clusterCIDR: .*|clusterCIDR: 10.245.0.0/16|" -e "s|^nodePortAddresses: .*|nodePortAddresses: [\"$XIP/32\"]|" \
       "$R/kube-proxy.yaml" >"$XR/kube-proxy.yaml"
-  xstart kube-proxy "$BIN/kube-proxy" --config="$XR/kube-proxy.yaml"
+  start kube-proxy "$BIN/kube-proxy" --config="$XR/kube-proxy.yaml"
 }
 
 xnode_up() { # xnode_up I
   extra_node "$1"
-  local t0=$SECONDS
-  if xalive kubelet && xalive containerd && xalive kube-proxy; then return 0; fi
+  local t0=$SECONDS ND=$XR
+  if alive kubelet && alive containerd && alive kube-proxy; then return 0; fi
   xnode_down
   extra_node "$1"
   xnode_namespaces
@@ -688,7 +678,7 @@ xnode_up() { # xnode_up I
   for d in ${KSTACK_DEV_IMAGES:-}; do xnode_import "$d"; done
   xnode_kubelet
   xnode_proxy
-  xwait_until "node $XNODE to be Ready" 120 kubelet bash -c \
+  wait_until "node $XNODE to be Ready" 120 kubelet bash -c \
     "'$BIN/kubectl' --kubeconfig='$DIR/kubeconfig' get node $XNODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
   say "real node $XNODE Ready in $((SECONDS - t0))s (node IP $XIP, pods $XPOD_CIDR, roles: $(node_roles "$X"))"
 }
@@ -702,9 +692,10 @@ xnode_import() { # xnode_import DIR (into real node X)
 # and containers, guests), so the namespaces and every mount in them go; then its network
 # namespace, route and cgroups. Its image store and its host state stay.
 xnode_down() {
+  local ND=$XR
   [ -d "$XR" ] || ip netns list 2>/dev/null | grep -qw "$XNS" || return 0
   local anchor p
-  anchor=$(xpid anchor)
+  anchor=$(pid_of anchor)
   stop_pid_in "$XR/pids/kubelet" 5
   stop_pid_in "$XR/pids/kube-proxy" 5
   if [ -n "$anchor" ]; then
@@ -901,7 +892,7 @@ cmd_status() {
   for ((i = 2; i <= count; i++)); do
     extra_node "$i"
     for c in containerd kubelet kube-proxy; do
-      if xalive "$c"; then printf '%-24s running (pid %s)\n' "$XNODE $c" "$(xpid "$c")"; else printf '%-24s stopped\n' "$XNODE $c"; rc=3; fi
+      if ND=$XR alive "$c"; then printf '%-24s running (pid %s)\n' "$XNODE $c" "$(ND=$XR pid_of "$c")"; else printf '%-24s stopped\n' "$XNODE $c"; rc=3; fi
     done
   done
   return $rc
@@ -921,7 +912,7 @@ case "${1:-}" in
     for d in "$@"; do import_images "$d"; done
     for i in $(extra_nodes_present); do
       extra_node "$i"
-      xalive containerd || die "real node $XNODE is not running (kstack dev up starts it)"
+      ND=$XR alive containerd || die "real node $XNODE is not running (kstack dev up starts it)"
       for d in "$@"; do xnode_import "$d"; done
     done;;
   *) die "usage: realnode.sh up BIN_DIR ROLE_PREFIX [N] | down | status | preflight | import DIR...";;
