@@ -1,27 +1,24 @@
 #!/usr/bin/env bash
 # Builds kstack's test guest, a small CirrOS-like Linux for the servers nova boots under QEMU
 # (TCG is enough), from Debian bookworm packages only (no image registry, no internet), and
-# caches it by a hash of all its inputs. Its whole root file system is the initramfs: nova boots
-# the kernel and the initramfs directly, with a small raw disk as the server's image.
+# caches it by a hash of all its inputs. Its whole root file system is the initramfs; the server's
+# image is a whole disk that boots it: a master boot record and one FAT partition holding
+# syslinux, the kernel and the initramfs (a real machine's disk, as CirrOS' is).
 #
 #   hack/guest.sh
 #
 # Output: the last line on stdout is the result directory, ~/.cache/kstack/guest/<hash>/, with
-#   vmlinuz       the kernel of Debian's linux-image-*-cloud-amd64
+#   disk.raw      the server's image: a 32 MiB raw disk that boots by itself (BIOS, syslinux)
+#   vmlinuz       the kernel of Debian's linux-image-*-cloud-amd64 (also on the disk)
 #   initrd.img    the root file system, a gzip'd newc cpio (its /init: hack/guest/rootfs/init)
-#   disk.raw      a 1 MiB raw disk for the server's image (the guest does not use it)
-#   cmdline       the kernel command line for the image property os_command_line
+#   cmdline       the kernel command line syslinux gives it
 #                 (console=ttyS0 last: the last console= is /dev/console, nova logs ttyS0)
 #   packages.txt  the packages and versions the guest was built from
 # When that directory exists already the script builds nothing and only prints it.
 # Progress goes to stderr; the commands' output to ~/.cache/kstack/guest/build.log.
 #
-# Into the cloud (an aki/ari pair and a raw image that names them):
-#   openstack image create --disk-format aki --container-format aki --file vmlinuz guest-kernel
-#   openstack image create --disk-format ari --container-format ari --file initrd.img guest-initrd
-#   openstack image create --disk-format raw --container-format bare --file disk.raw \
-#     --property kernel_id=<guest-kernel id> --property ramdisk_id=<guest-initrd id> \
-#     --property os_command_line="$(cat cmdline)" guest
+# Into the cloud:
+#   openstack image create --disk-format raw --container-format bare --file disk.raw guest
 #
 # The guest: DHCP on every NIC (udhcpc), the metadata service's hostname, SSH keys and user-data
 # script (#!), dropbear on port 22 with key login for root and cirros (cirros is uid 0, `sudo`
@@ -33,7 +30,8 @@
 # (fetched with apt-get download, with an apt state of the script's own under the cache; never
 # installed), the modules of hack/guest/modules.txt, the files under hack/guest/rootfs/, the
 # kernel command line in hack/guest/cmdline, hack/guest/initramfs.py and this script.
-# Tools: apt-get, dpkg-deb, python3, gzip, flock; root is not needed.
+# Tools: apt-get, dpkg-deb, python3, gzip, flock; the disk's tools (mkfs.fat, mtools, syslinux)
+# are run from their packages, unpacked with the guest's; root is not needed.
 # Environment: KSTACK_CACHE (default ~/.cache/kstack), KSTACK_DEBIAN_MIRROR (default
 # http://deb.debian.org/debian; security updates from its sibling debian-security),
 # KSTACK_GUEST_INDEX_TTL (hours the package index is used before it is refreshed, default 24;
@@ -190,7 +188,8 @@ input_hash() {
 }
 HASH=$(input_hash)
 OUT=$RESULTS/$HASH
-if [ -f "$OUT/cmdline" ] && [ -f "$OUT/initrd.img" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/disk.raw" ]; then
+if [ -f "$OUT/cmdline" ] && [ -f "$OUT/initrd.img" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/disk.raw" ] &&
+    [ -f "$OUT/packages.txt" ]; then
     log "up to date ($(grep -m1 '^linux-image' "$OUT/packages.txt" 2>/dev/null || echo "$HASH"))"
     echo "$OUT"
     exit 0
@@ -375,13 +374,35 @@ check_programs() {
 run "checking the programs load with the guest's libraries" check_programs
 
 # --- the outputs -------------------------------------------------------------------------------
+# The disk: DISK_MIB MiB, a master boot record (syslinux's boot code) and from 1 MiB on one active
+# FAT16 partition with syslinux (its boot sector, ldlinux.sys, ldlinux.c32), its configuration,
+# the kernel and the initramfs. The firmware runs the boot record, which runs the partition's boot
+# sector, which loads syslinux, which boots the kernel with the initramfs and the command line.
+DISK_MIB=32
+make_disk() { # make_disk CMDLINE
+    local fs=$WORK/fs.img start=2048 sectors id
+    sectors=$(((DISK_MIB - 1) * 2048))
+    id=${HASH:0:8}
+    # mtools on an image file: no drive letters from a config of this host's, no geometry checks.
+    export MTOOLSRC=/dev/null MTOOLS_SKIP_CHECK=1 PATH=$P/usr/bin:$PATH
+    rm -f "$fs"
+    truncate -s "$((sectors * 512))" "$fs"
+    # -h: the sectors before the partition (its boot sector finds its files by them).
+    "$P/$(pkgfile mkfs.fat)" -F 16 -n KSTACKGUEST -i "$id" -h "$start" "$fs"
+    printf 'SERIAL 0 115200\nDEFAULT guest\nPROMPT 0\nTIMEOUT 0\nLABEL guest\n  KERNEL /vmlinuz\n  INITRD /initrd.img\n  APPEND %s\n' \
+        "$1" >"$WORK/syslinux.cfg"
+    mcopy -i "$fs" "$WORK/out/vmlinuz" "$WORK/out/initrd.img" "$WORK/syslinux.cfg" ::/
+    syslinux --install "$fs"
+    mdir -a -i "$fs" ::/ | grep -qi ldlinux || { echo "syslinux left no ldlinux.sys on the partition"; return 1; }
+    python3 "$HERE/initramfs.py" mbr "$P/usr/lib/syslinux/mbr/mbr.bin" "$start" "$sectors" "$id" >"$WORK/out/disk.raw"
+    cat "$fs" >>"$WORK/out/disk.raw"
+    rm -f "$fs"
+    [ "$(stat -c %s "$WORK/out/disk.raw")" = $((DISK_MIB * 1048576)) ] || { echo "disk.raw is not $DISK_MIB MiB"; return 1; }
+}
+
 make_outputs() {
     cp "$P/boot/vmlinuz-$KVER" "$WORK/out/vmlinuz"
     python3 "$HERE/initramfs.py" cpio "$R" --node dev/console:c:5:1:600 | gzip -9 -n >"$WORK/out/initrd.img"
-    # Content that is not all zeros, for the image checks; the guest does not read it.
-    printf 'kstack guest %s: the guest runs from its initramfs; this disk is not used.\n' "$HASH" \
-        >"$WORK/out/disk.raw"
-    truncate -s 1M "$WORK/out/disk.raw"
     local cmdline
     cmdline=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$HERE/cmdline" | tr -s ' \t\n' '   ' | sed 's/ *$//')
     case ${cmdline##* } in
@@ -389,16 +410,17 @@ make_outputs() {
         *) echo "hack/guest/cmdline must end with console=ttyS0: '$cmdline'"; return 1 ;;
     esac
     echo "$cmdline" >"$WORK/out/cmdline"
+    make_disk "$cmdline"
     {
         echo "# kstack guest $HASH, built $(date -u '+%FT%TZ'); kernel $KVER"
         printf '%s\n' "${RESOLVED[@]}"
     } >"$WORK/out/packages.txt"
 }
-run "writing vmlinuz, initrd.img, disk.raw, cmdline" make_outputs
+run "writing vmlinuz, initrd.img, cmdline and the disk" make_outputs
 
 rm -rf "$OUT"
 mv "$WORK/out" "$OUT"
-log "built in $((SECONDS - START)) s: vmlinuz $(du -k "$OUT/vmlinuz" | cut -f1) KiB, initrd.img $(du -k "$OUT/initrd.img" | cut -f1) KiB"
+log "built in $((SECONDS - START)) s: disk.raw $DISK_MIB MiB (vmlinuz $(du -k "$OUT/vmlinuz" | cut -f1) KiB, initrd.img $(du -k "$OUT/initrd.img" | cut -f1) KiB)"
 
 # Older results beyond KSTACK_GUEST_KEEP, and the packages no longer used.
 prune() {

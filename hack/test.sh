@@ -165,8 +165,9 @@ if ! wait "$images_pid"; then
 fi
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 bash hack/devcluster.sh import "$(tail -n 1 "$old_log")"
-# The guest the real-node test boots (a kernel, an initramfs with busybox, a DHCP client and an
-# SSH server; cached by its inputs): it must get its lease and metadata through the router.
+# The guest the real-node test boots (a whole disk: boot loader, kernel, an initramfs with
+# busybox, a DHCP client and an SSH server; cached by its inputs): it must get its lease and
+# metadata through the router.
 KSTACK_E2E_GUEST_IMAGE=$(bash hack/guest.sh | tail -n 1)
 export KSTACK_E2E_GUEST_IMAGE
 cargo build -q --bin kstack   # the deploy tests run the binary (and kill it)

@@ -14,6 +14,12 @@
       Writes to stdout an uncompressed newc cpio archive of the tree ROOT, every entry owned by
       root with a fixed mtime (a reproducible archive whoever runs the build), plus the device
       nodes given (an unprivileged build cannot mknod them in ROOT).
+
+  initramfs.py mbr BOOTCODE START SECTORS DISKID
+      Writes to stdout START sectors of 512 bytes: a master boot record with the boot code
+      BOOTCODE (at most 440 bytes, syslinux's mbr.bin), the disk identifier DISKID (hex) and one
+      active partition of type 0x06 (FAT16) from sector START for SECTORS sectors, then zeros up
+      to the partition. The partition's file system goes after it.
 """
 import gzip
 import lzma
@@ -178,6 +184,26 @@ def cmd_cpio(root, nodes):
     out.flush()
 
 
+def cmd_mbr(bootcode, start, sectors, diskid):
+    with open(bootcode, "rb") as f:
+        code = f.read()
+    if len(code) > 440:
+        die("%s is %d bytes; a master boot record holds at most 440 bytes of code" % (bootcode, len(code)))
+    start, sectors, diskid = int(start), int(sectors), int(diskid, 16)
+    if start < 1 or sectors < 1 or start + sectors > 0xFFFFFFFF:
+        die("partition from sector %d for %d sectors does not fit a master boot record" % (start, sectors))
+    # CHS fields past what CHS can address (0xFE 0xFF 0xFF): the firmware and the boot code read
+    # the partition by LBA.
+    chs = bytes([0xFE, 0xFF, 0xFF])
+    entry = bytes([0x80]) + chs + bytes([0x06]) + chs + struct.pack("<II", start, sectors)
+    mbr = code.ljust(440, b"\0") + struct.pack("<I", diskid) + b"\0\0" + entry + bytes(48) + b"\x55\xaa"
+    assert len(mbr) == 512
+    out = sys.stdout.buffer
+    out.write(mbr)
+    out.write(bytes(512 * (start - 1)))
+    out.flush()
+
+
 def main(argv):
     if argv[:1] == ["modules"] and len(argv) == 4:
         cmd_modules(*argv[1:])
@@ -189,6 +215,8 @@ def main(argv):
             nodes.append(rest[1])
             rest = rest[2:]
         cmd_cpio(argv[1], nodes)
+    elif argv[:1] == ["mbr"] and len(argv) == 5:
+        cmd_mbr(*argv[1:])
     else:
         sys.stderr.write(__doc__)
         sys.exit(2)

@@ -11,8 +11,8 @@ Run by hack/tempest.sh in the tempest venv. It
 - authenticates as admin with keystone_admin_password from the config directory's
   passwords.yml at keystone's internal endpoint, reads the catalog, the API versions,
   neutron's extensions, nova's hypervisors and cinder's services and pools;
-- creates or finds what tempest needs: two flavors, the image(s) (the guest of hack/guest.sh as
-  kernel, ramdisk and disk when given --guest-dir, else a small raw image), a project and user
+- creates or finds what tempest needs: two flavors, the image (the whole-disk guest of
+  hack/guest.sh when given --guest-dir, else a small raw image), a project and user
   for heat-tempest-plugin's non-admin tests, and finds the external network if there is one;
 - probes whether neutron accepts IPv6 subnets (with and without SLAAC modes);
 - writes tempest.conf (--out) with the feature flags for what the cloud has and lacks.
@@ -287,7 +287,7 @@ def main():
     ap.add_argument("--hosts-file", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--image-cache", required=True, help="directory for the small raw image")
-    ap.add_argument("--guest-dir", help="vmlinuz, initrd.img, disk.raw and cmdline of hack/guest.sh")
+    ap.add_argument("--guest-dir", help="hack/guest.sh's result directory (its disk.raw boots by itself)")
     ap.add_argument("--auth-url", help="default http://keystone.<namespace>.svc:5000/v3")
     ap.add_argument("--public-network", default=os.environ.get("KSTACK_TEMPEST_PUBLIC_NETWORK"),
                     help="name or id of the external network (default: the oldest one that is "
@@ -394,18 +394,11 @@ def main():
     os.makedirs(args.image_cache, exist_ok=True)
     if args.guest_dir:
         g = args.guest_dir
-        files = [os.path.join(g, n) for n in ("vmlinuz", "initrd.img", "disk.raw", "cmdline")]
-        with open(files[3], encoding="utf-8") as f:
-            cmdline = " ".join(f.read().split())
-        h = sha256_files(files)
-        kernel = find_or_upload(conn, f"{PREFIX}-guest-{h}-kernel", files[0], "aki", "aki")
-        ramdisk = find_or_upload(conn, f"{PREFIX}-guest-{h}-ramdisk", files[1], "ari", "ari")
-        image = find_or_upload(conn, f"{PREFIX}-guest-{h}", files[2], "raw", "bare",
-                               kernel_id=kernel.id, ramdisk_id=ramdisk.id,
-                               os_command_line=cmdline)
-        guest = {"kernel": kernel, "ramdisk": ramdisk, "image": image, "cmdline": cmdline,
-                 "disk": files[2]}
-        keep = {kernel.id, ramdisk.id, image.id}
+        disk = os.path.join(g, "disk.raw")
+        h = sha256_files([disk])
+        image = find_or_upload(conn, f"{PREFIX}-guest-{h}", disk, "raw", "bare")
+        guest = {"image": image, "disk": disk}
+        keep = {image.id}
     else:
         raw = os.path.join(args.image_cache, "kstack-tempest-raw.img")
         if not os.path.exists(raw):
@@ -605,10 +598,6 @@ def main():
     scenario = {"dhcp_client": "udhcpc"}
     if guest:
         scenario.update(img_file=guest["disk"], img_disk_format="raw", img_container_format="bare")
-        props = {"kernel_id": guest["kernel"].id, "ramdisk_id": guest["ramdisk"].id}
-        if "," not in guest["cmdline"]:  # a DictOpt: key:value pairs separated by commas
-            props["os_command_line"] = guest["cmdline"]
-        scenario["img_properties"] = ",".join(f"{k}:{v}" for k, v in props.items())
     else:
         scenario.update(img_file=os.path.join(args.image_cache, "kstack-tempest-raw.img"),
                         img_disk_format="raw", img_container_format="bare")

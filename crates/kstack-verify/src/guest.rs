@@ -1,5 +1,5 @@
-//! The guest `kstack verify` boots when it has a guest image (`hack/guest.sh`): a kernel, an
-//! initramfs and a small root disk. Its init reports each layer it reaches on the serial
+//! The guest `kstack verify` boots when it has a guest image (`hack/guest.sh`): a whole raw
+//! disk that boots by itself (a boot loader, the kernel and the initramfs). Its init reports each layer it reaches on the serial
 //! console, one line each with the prefix `kstack-guest: `, which nova's console log returns:
 //!
 //! ```text
@@ -14,26 +14,17 @@
 //! [`Console::failure`] names the first layer that is missing, so a failed check says whether
 //! the guest did not boot, got no lease, or could not reach the metadata service.
 
-/// Where the guest's files come from.
+/// The guest's disk.
 #[derive(Clone)]
 pub struct GuestImage {
-    /// The kernel (uploaded as an `aki` image).
-    pub kernel: Vec<u8>,
-    /// The initramfs holding the whole root file system (an `ari` image).
-    pub ramdisk: Vec<u8>,
-    /// The root disk (raw) that carries `kernel_id`, `ramdisk_id` and `os_command_line`.
+    /// A whole raw disk (boot record, boot loader, kernel and initramfs): the server's image.
     pub disk: Vec<u8>,
-    /// The kernel command line (`console=ttyS0` last, the console nova logs).
-    pub cmdline: String,
 }
 
 impl std::fmt::Debug for GuestImage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuestImage")
-            .field("kernel", &self.kernel.len())
-            .field("ramdisk", &self.ramdisk.len())
             .field("disk", &self.disk.len())
-            .field("cmdline", &self.cmdline)
             .finish()
     }
 }

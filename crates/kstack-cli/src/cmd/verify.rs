@@ -113,8 +113,8 @@ pub struct Args {
     /// Report format on stdout.
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: Format,
-    /// A guest image directory (`hack/guest.sh` prints one: `vmlinuz`, `initrd.img`,
-    /// `disk.raw`, `cmdline`): the server boots it, and the server step checks on its console
+    /// A guest image directory (`hack/guest.sh` prints one): the server boots its `disk.raw`,
+    /// a whole disk with its boot loader, and the server step checks on its console
     /// that it got its DHCP lease and its metadata through the router and started SSH.
     /// Without it the server boots a disk whose boot sector halts the CPU.
     #[arg(long, value_name = "DIR", env = "KSTACK_GUEST_IMAGE")]
@@ -215,24 +215,16 @@ fn write_kept(
     Ok(dir)
 }
 
-/// Reads a guest image directory.
+/// Reads a guest image directory's disk.
 fn guest_image(dir: &std::path::Path) -> anyhow::Result<kstack_verify::GuestImage> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).with_context(|| {
-            format!(
-                "reading the guest image's {name} ({}): --guest-image names a directory that hack/guest.sh made",
-                path.display()
-            )
-        })
-    };
-    let cmdline = String::from_utf8_lossy(&read("cmdline")?).trim().to_owned();
-    Ok(kstack_verify::GuestImage {
-        kernel: read("vmlinuz")?,
-        ramdisk: read("initrd.img")?,
-        disk: read("disk.raw")?,
-        cmdline,
-    })
+    let path = dir.join("disk.raw");
+    let disk = std::fs::read(&path).with_context(|| {
+        format!(
+            "reading the guest image's disk.raw ({}): --guest-image names a directory that hack/guest.sh made",
+            path.display()
+        )
+    })?;
+    Ok(kstack_verify::GuestImage { disk })
 }
 
 pub fn run(args: Args) -> anyhow::Result<Exit> {

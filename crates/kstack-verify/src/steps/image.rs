@@ -1,9 +1,9 @@
-//! The image step: an image uploaded as the user and read back with the same SHA-256 (with a
-//! guest, its kernel and initramfs too), and the bytes of the raw image it uploads.
+//! The image step: an image (the guest's disk, or a disk whose boot sector halts) uploaded as
+//! the user and read back with the same SHA-256, and the bytes of the raw image it uploads.
 use std::time::Instant;
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{Failure, Run, id_of};
@@ -16,46 +16,13 @@ impl Run<'_> {
         let token = user.token.clone();
         let glance = self.endpoint(user, "image")?;
         let name = self.s.prefix.clone();
-        let (data, props, what) = match self.s.guest.clone() {
-            Some(g) => {
-                let what = format!(
-                    "guest kernel ({}), initramfs ({}) and a ",
-                    mib(g.kernel.len()),
-                    mib(g.ramdisk.len())
-                );
-                // Nova boots the kernel and initramfs directly; the disk names them.
-                let kernel = self
-                    .upload(
-                        &token,
-                        &glance,
-                        &format!("{name}-kernel"),
-                        "aki",
-                        json!({}),
-                        g.kernel,
-                    )
-                    .await?;
-                let ramdisk = self
-                    .upload(
-                        &token,
-                        &glance,
-                        &format!("{name}-ramdisk"),
-                        "ari",
-                        json!({}),
-                        g.ramdisk,
-                    )
-                    .await?;
-                let props = json!({
-                    "kernel_id": kernel, "ramdisk_id": ramdisk, "os_command_line": g.cmdline,
-                });
-                (g.disk, props, what)
-            }
-            None => (image_bytes(self.s.image_bytes), json!({}), String::new()),
+        let (data, what) = match &self.s.guest {
+            Some(g) => (g.disk.clone(), "guest disk: a "),
+            None => (image_bytes(self.s.image_bytes), ""),
         };
         let want = hex::encode(Sha256::digest(&data));
         let size = data.len();
-        let id = self
-            .upload(&token, &glance, &name, "raw", props, data)
-            .await?;
+        let id = self.upload(&token, &glance, &name, data).await?;
         let file = format!("{glance}/v2/images/{id}/file");
         let reply = self
             .api
@@ -79,28 +46,18 @@ impl Run<'_> {
         ))
     }
 
-    /// Creates an image (`disk_format` `raw`, `aki` or `ari`, with extra properties), uploads
-    /// `data` and waits until it is active; returns its id.
+    /// Creates a raw image, uploads `data` and waits until it is active; returns its id.
     async fn upload(
         &mut self,
         token: &str,
         glance: &str,
         name: &str,
-        disk_format: &str,
-        props: Value,
         data: Vec<u8>,
     ) -> Result<String, Failure> {
-        let container_format = match disk_format {
-            "aki" | "ari" => disk_format,
-            _ => "bare",
-        };
-        let mut body = json!({
-            "name": name, "disk_format": disk_format,
-            "container_format": container_format, "visibility": "private",
+        let body = json!({
+            "name": name, "disk_format": "raw",
+            "container_format": "bare", "visibility": "private",
         });
-        if let (Some(body), Some(props)) = (body.as_object_mut(), props.as_object()) {
-            body.extend(props.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
         let (_, v) = self
             .api
             .call(
