@@ -761,7 +761,7 @@ fn the_tunnel_interface_becomes_each_hosts_tunnel_endpoint() {
     .unwrap();
     let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
     parses(bridges);
-    assert!(!bridges.contains("br-vtep"), "{bridges}");
+    assert!(!bridges.contains("add-br br-vtep"), "{bridges}");
     let start = file(&files, "neutron-openvswitch-agent", "ovs-agent-start.sh");
     parses(start);
     assert!(start.contains("device=kstack-tun\n"), "{start}");
@@ -772,9 +772,22 @@ fn the_tunnel_interface_becomes_each_hosts_tunnel_endpoint() {
         Target::Kubernetes,
     )
     .unwrap();
+    // A br-vtep an earlier tunnel_interface made is not made, and gives its interface and
+    // address back (the interface may serve as an external interface now).
     let bridges = file(&files, "openvswitch-vswitchd", "ovs-bridges.sh");
     parses(bridges);
-    assert!(!bridges.contains("br-vtep"), "{bridges}");
+    assert!(!bridges.contains("add-br br-vtep"), "{bridges}");
+    let cleanup = bridges
+        .find("del-br br-vtep")
+        .expect("removes a leftover br-vtep");
+    assert!(
+        cleanup < bridges.find("add-br br-ex").unwrap(),
+        "br-vtep goes before the external bridges take their ports: {bridges}"
+    );
+    assert!(
+        bridges.contains("ip addr replace \"$address\" dev \"$port\""),
+        "{bridges}"
+    );
     let start = file(&files, "neutron-openvswitch-agent", "ovs-agent-start.sh");
     parses(start);
     assert!(!start.contains("kstack-tunnel.ini"), "{start}");
