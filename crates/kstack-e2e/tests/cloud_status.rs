@@ -119,6 +119,7 @@ async fn serve_inventory(
         joins: None,
         cloud,
         max_connections: None,
+        compute: None,
     };
     let task = tokio::spawn(async move {
         if let Err(e) = kstack_inventory::serve(config).await {

@@ -73,6 +73,7 @@ impl Service {
             joins,
             cloud: Arc::new(kstack_ports::NoCloudStatus),
             max_connections: None,
+            compute: None,
         };
         tasks.push(tokio::spawn(async move {
             if let Err(e) = kstack_inventory::serve(config).await {

@@ -803,6 +803,7 @@ async fn the_inventory_takes_tokens_of_the_clouds_keystone(
                 .collect(),
         ),
         max_connections: None,
+        compute: None,
     };
     let server = tokio::spawn(kstack_inventory::serve(config));
     let base = format!("http://127.0.0.1:{port}");

@@ -23,7 +23,9 @@ use utoipa::OpenApi;
 
 use crate::error::{Error, ErrorBody};
 use crate::keystone::{Keystone, Verdict};
-use crate::model::{Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList};
+use crate::model::{
+    Administrative, Host, HostCreate, HostList, HostPatch, Label, LabelList, Personality,
+};
 use crate::store::{HostRow, Store};
 use crate::tokens::Tokens;
 use crate::validate;
@@ -58,6 +60,11 @@ pub struct AppState {
     /// Whether the status page's cookie gets `Secure` (the browser reaches the service
     /// over HTTPS, directly or through a proxy).
     pub secure_cookie: bool,
+    /// The cloud's compute service: with it, a compute host's lock moves its instances off
+    /// first ([`crate::evacuate`]); without it, a lock taints at once.
+    pub compute: Option<Arc<dyn kstack_ports::ComputeHosts>>,
+    /// How a lock waits for instances to move.
+    pub moves: crate::evacuate::MoveTiming,
 }
 
 impl AppState {
@@ -72,6 +79,20 @@ impl AppState {
     /// The same state, showing `cloud` on the status page.
     pub fn with_cloud(self, cloud: Arc<dyn kstack_ports::CloudStatus>) -> AppState {
         AppState { cloud, ..self }
+    }
+
+    /// The same state, moving a compute host's instances off through `compute` before it is
+    /// locked, waiting as `moves` says.
+    pub fn with_compute(
+        self,
+        compute: Arc<dyn kstack_ports::ComputeHosts>,
+        moves: crate::evacuate::MoveTiming,
+    ) -> AppState {
+        AppState {
+            compute: Some(compute),
+            moves,
+            ..self
+        }
     }
 
     /// Tells the status page's listeners that a host changed.
@@ -326,6 +347,17 @@ async fn patch_host(
     if let Some(name) = &patch.hostname {
         check_hostname(name)?;
     }
+    if let (Some(a), Some(_)) = (patch.administrative, &state.compute) {
+        let host = state.store.get_host(&uuid).await?;
+        if host.personality == Personality::Compute.as_str()
+            && (a == Administrative::Locked) != host.locked()
+        {
+            return Err(Error::Conflict(format!(
+                "host {:?} is a compute host: lock or unlock it with POST /v1/ihosts/{uuid}/lock                  or /unlock, which move its instances off first and disable or enable its                  compute service",
+                host.hostname
+            )));
+        }
+    }
     update_and_sync(&state, &uuid, &patch).await
 }
 
@@ -334,6 +366,17 @@ async fn update_and_sync(
     uuid: &str,
     patch: &HostPatch,
 ) -> Result<Json<Host>, Error> {
+    Ok(Json(
+        update_and_sync_row(state, uuid, patch).await?.to_api()?,
+    ))
+}
+
+/// Applies `patch`, and syncs the host's node when its name or lock state changed.
+pub(crate) async fn update_and_sync_row(
+    state: &AppState,
+    uuid: &str,
+    patch: &HostPatch,
+) -> Result<HostRow, Error> {
     let (before, after) = state.store.update_host(uuid, patch).await?;
     // On a rename the node under the old name is left alone (deleting a node is never a side
     // effect of a PATCH); the node under the new name gets the full state.
@@ -344,7 +387,7 @@ async fn update_and_sync(
             state.hosts_changed();
             after
         };
-    Ok(Json(after.to_api()?))
+    Ok(after)
 }
 
 /// Delete a host and its labels; the Kubernetes node is deleted too.
@@ -381,36 +424,118 @@ async fn set_administrative(
     update_and_sync(state, uuid, &patch).await
 }
 
-/// Lock a host.
+/// Query of `POST /v1/ihosts/{uuid}/lock`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+pub struct LockQuery {
+    /// Lock at once, without moving a compute host's instances off first (they stop with
+    /// the host's nova-compute and libvirt).
+    #[serde(default)]
+    pub force: Option<bool>,
+}
+
+/// Lock a host: its node gets the `services=disabled:NoExecute` taint. A compute host's
+/// instances move off first when the service knows the cloud's compute service: its
+/// nova-compute is disabled, each instance live-migrates (cold when it is stopped or live
+/// fails), and only then is the host locked. That answers 202 with the host's `task` saying
+/// what runs; the host shows `administrative: locked` when it is done, or `task: lock
+/// failed: ...` (still unlocked, its compute service enabled again). 409 when the host has
+/// instances and no other compute host is enabled and up to take them, naming them; 503 when
+/// the compute service does not answer. `?force=true` locks at once.
 #[utoipa::path(post, path = "/v1/ihosts/{uuid}/lock", tag = "hosts",
-    params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
-    responses((status = 200, body = Host),
+    params(("uuid" = uuid::Uuid, Path, description = "host UUID"), LockQuery),
+    responses((status = 200, body = Host, description = "locked"),
+        (status = 202, body = Host, description = "moving the instances off; locked when done"),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 503, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn lock_host(
     State(state): State<AppState>,
     UuidPath(uuid): UuidPath,
-) -> Result<Json<Host>, Error> {
-    set_administrative(&state, &uuid, Administrative::Locked).await
+    ApiQuery(q): ApiQuery<LockQuery>,
+) -> Result<Response, Error> {
+    let host = state.store.get_host(&uuid).await?;
+    if host.locking() {
+        return Err(Error::Conflict(format!(
+            "host {:?} is being locked already ({}); wait for it to end",
+            host.hostname,
+            host.task.as_deref().unwrap_or_default()
+        )));
+    }
+    let force = q.force.unwrap_or(false);
+    if let Some(compute) = state
+        .compute
+        .clone()
+        .filter(|_| !force && !host.locked() && host.personality == Personality::Compute.as_str())
+        && let crate::evacuate::Started::Moving(row) =
+            crate::evacuate::start(&state, compute, host.clone()).await?
+    {
+        return Ok((StatusCode::ACCEPTED, Json(row.to_api()?)).into_response());
+    }
+    if host.task.is_some() {
+        state.store.set_task(host.id, None).await?;
+    }
+    Ok(set_administrative(&state, &uuid, Administrative::Locked)
+        .await?
+        .into_response())
 }
 
-/// Unlock a host.
+/// Unlock a host: its node's taint goes; a compute host's nova-compute service is enabled
+/// again when the service knows the cloud's compute service. 409 while a lock of it is under
+/// way.
 #[utoipa::path(post, path = "/v1/ihosts/{uuid}/unlock", tag = "hosts",
     params(("uuid" = uuid::Uuid, Path, description = "host UUID")),
     responses((status = 200, body = Host),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn unlock_host(
     State(state): State<AppState>,
     UuidPath(uuid): UuidPath,
 ) -> Result<Json<Host>, Error> {
-    set_administrative(&state, &uuid, Administrative::Unlocked).await
+    let host = state.store.get_host(&uuid).await?;
+    if host.locking() {
+        return Err(Error::Conflict(format!(
+            "host {:?} is being locked ({}); wait for the lock to end, then unlock",
+            host.hostname,
+            host.task.as_deref().unwrap_or_default()
+        )));
+    }
+    let Json(mut unlocked) = set_administrative(&state, &uuid, Administrative::Unlocked).await?;
+    let mut task = None;
+    if let Some(compute) = state
+        .compute
+        .as_ref()
+        .filter(|_| host.personality == Personality::Compute.as_str())
+    {
+        let known = match compute.services().await {
+            Ok(services) => services.iter().any(|s| s.host == host.hostname),
+            Err(e) => {
+                task = Some(format!(
+                    "unlocked, but the compute service did not answer: enable this host's \
+                     nova-compute service by hand ({e})"
+                ));
+                false
+            }
+        };
+        if known && let Err(e) = compute.set_enabled(&host.hostname, true, "").await {
+            task = Some(format!(
+                "unlocked, but enabling its nova-compute service failed: enable it by hand ({e})"
+            ));
+        }
+    }
+    if task.is_some() || host.task.is_some() {
+        state.store.set_task(host.id, task.as_deref()).await?;
+        unlocked.task = task;
+        state.hosts_changed();
+    }
+    Ok(Json(unlocked))
 }
 
 /// Assign labels (a JSON object of key to value) to a host, all or none. Keys under a prefix

@@ -116,11 +116,22 @@ impl Client {
         self.call(Method::POST, "/v1/ihosts", Some(body)).await
     }
 
-    /// Locks (`true`) or unlocks the host `uuid`.
-    pub async fn set_locked(&self, uuid: &str, locked: bool) -> Result<Host, ClientError> {
+    /// Locks (`true`) or unlocks the host `uuid`. A compute host's lock may answer while its
+    /// instances are still moving off (its `task` says so); `force` locks at once.
+    pub async fn set_locked(
+        &self,
+        uuid: &str,
+        locked: bool,
+        force: bool,
+    ) -> Result<Host, ClientError> {
         let action = if locked { "lock" } else { "unlock" };
-        self.call(Method::POST, &format!("/v1/ihosts/{uuid}/{action}"), None)
-            .await
+        let query = if locked && force { "?force=true" } else { "" };
+        self.call(
+            Method::POST,
+            &format!("/v1/ihosts/{uuid}/{action}{query}"),
+            None,
+        )
+        .await
     }
 
     pub async fn delete_host(&self, uuid: &str) -> Result<(), ClientError> {

@@ -19,6 +19,7 @@ pub mod browser;
 pub mod client;
 pub mod conn;
 pub mod error;
+pub mod evacuate;
 pub mod keystone;
 pub mod metrics;
 pub mod model;
@@ -76,6 +77,9 @@ pub struct ServeConfig {
     /// The most connections open at once; `None`: as many as the open files limit allows
     /// ([`conn::connection_budget`]), which is also the most this can be.
     pub max_connections: Option<usize>,
+    /// The cloud's compute service: a compute host's lock moves its instances off first
+    /// ([`evacuate`]); `None`: a lock taints at once.
+    pub compute: Option<Arc<dyn kstack_ports::ComputeHosts>>,
 }
 
 /// Builds the state: opens the database and runs migrations.
@@ -93,6 +97,8 @@ pub async fn state(
         cloud: Arc::new(NoCloudStatus),
         host_changes: tokio::sync::broadcast::channel(64).0,
         secure_cookie: false,
+        compute: None,
+        moves: Default::default(),
     })
 }
 
@@ -303,6 +309,23 @@ pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     let mut state = state(&config.database_url, config.tokens, config.sync)
         .await?
         .with_cloud(config.cloud);
+    if let Some(compute) = config.compute {
+        state = state.with_compute(compute, evacuate::MoveTiming::default());
+    }
+    // A lock that was moving instances when the service last stopped ran in that process.
+    let stale = state
+        .store
+        .interrupt_tasks(
+            "lock interrupted: the inventory service stopped while moving the host's instances \
+             off; its nova-compute service may still be disabled: lock it again, or unlock it",
+        )
+        .await?;
+    if stale > 0 {
+        tracing::warn!(
+            hosts = stale,
+            "locks interrupted by the last stop are marked so"
+        );
+    }
     // The browser reaches the page over HTTPS: served here, or by the proxy in front.
     state.secure_cookie = tls.is_some() || config.insecure_http;
     if let Some(auth) = config.keystone {

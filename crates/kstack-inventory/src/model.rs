@@ -60,6 +60,12 @@ pub struct Host {
     pub sync_reason: Option<String>,
     /// When `sync_state` or `sync_reason` last changed.
     pub sync_changed_at: Option<String>,
+    /// What the host is doing, for people; null when nothing. A compute host's lock moves
+    /// its instances off first: `locking: ...` while it does (the host stays unlocked until
+    /// they are all gone), `lock failed: ...` when it could not (the host stays unlocked, its
+    /// compute service enabled again).
+    #[serde(default)]
+    pub task: Option<String>,
 }
 
 /// Body of `POST /v1/ihosts`. A new host is unlocked and disabled unless told otherwise:

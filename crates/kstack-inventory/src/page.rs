@@ -589,11 +589,21 @@ fn render_hosts(b: &mut String, hosts: &[HostRow], labels: &[(String, String, St
         let _ = write!(
             b,
             "<tr id=\"host-{name}\" data-locked=\"{lk}\" data-sync=\"{s}\"><td>{name}</td><td>{p}</td>\
-             <td class=\"{lc}\">{adm}, {op}</td><td class=\"{sync_class}\">{s}{reason}</td><td>",
+             <td class=\"{lc}\">{adm}, {op}{task}</td><td class=\"{sync_class}\">{s}{reason}</td><td>",
             name = esc(&h.hostname),
             lk = h.locked(),
             p = esc(&h.personality),
-            lc = if h.locked() { "warn" } else { "ok" },
+            lc = if h.locked() || h.task.is_some() {
+                "warn"
+            } else {
+                "ok"
+            },
+            // A lock moving the instances off, or how the last one failed.
+            task = h
+                .task
+                .as_deref()
+                .map(|t| format!("<br><small class=\"task\">{}</small>", esc(t)))
+                .unwrap_or_default(),
             adm = esc(&h.administrative),
             op = esc(&h.operational),
             s = esc(&h.sync_state),

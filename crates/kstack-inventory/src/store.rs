@@ -38,7 +38,12 @@ pub struct HostRow {
     /// outcome only if no such write happened since it read the host, so a slow sync never
     /// marks a newer change as synced.
     pub sync_generation: i64,
+    /// What the host is doing (see [`Host::task`]).
+    pub task: Option<String>,
 }
+
+/// The prefix of the task of a lock under way (see [`Host::task`]).
+pub const TASK_LOCKING: &str = "locking";
 
 /// What a sync did, as recorded on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +81,13 @@ impl HostRow {
         self.administrative == Administrative::Locked.as_str()
     }
 
+    /// True while a lock that moves the host's instances off is under way.
+    pub fn locking(&self) -> bool {
+        self.task
+            .as_deref()
+            .is_some_and(|t| t.starts_with(TASK_LOCKING))
+    }
+
     /// The API view. Stored values are constrained by CHECKs, so parsing only fails
     /// if someone edited the database by hand; that is reported, not panicked on.
     pub fn to_api(&self) -> Result<Host, Error> {
@@ -97,6 +109,7 @@ impl HostRow {
                 .ok_or_else(|| bad("sync_state", &self.sync_state))?,
             sync_reason: self.sync_reason.clone(),
             sync_changed_at: self.sync_changed_at.clone(),
+            task: self.task.clone(),
         })
     }
 
@@ -345,6 +358,45 @@ macro_rules! backend_ops {
                 }
                 tx.commit().await?;
                 Ok((before, after))
+            }
+
+            pub async fn claim_task(pool: &Pool, uuid: &str, task: &str) -> Result<HostRow, Error> {
+                let mut tx = begin_write(pool).await?;
+                let host = host_by_uuid(&mut tx, uuid).await?;
+                if host.locking() {
+                    return Err(Error::Conflict(format!(
+                        "host {:?} is being locked already ({}); wait for it to end (GET /v1/ihosts/{})",
+                        host.hostname,
+                        host.task.as_deref().unwrap_or_default(),
+                        host.uuid
+                    )));
+                }
+                sqlx::query("UPDATE hosts SET task = $1 WHERE id = $2")
+                    .bind(task)
+                    .bind(host.id)
+                    .execute(&mut *tx)
+                    .await?;
+                let row = host_by_uuid(&mut tx, uuid).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+
+            pub async fn set_task(pool: &Pool, id: i64, task: Option<&str>) -> Result<(), Error> {
+                sqlx::query("UPDATE hosts SET task = $1 WHERE id = $2")
+                    .bind(task)
+                    .bind(id)
+                    .execute(pool)
+                    .await?;
+                Ok(())
+            }
+
+            pub async fn interrupt_tasks(pool: &Pool, task: &str) -> Result<u64, Error> {
+                let done = sqlx::query("UPDATE hosts SET task = $1 WHERE task LIKE $2")
+                    .bind(task)
+                    .bind(format!("{TASK_LOCKING}%"))
+                    .execute(pool)
+                    .await?;
+                Ok(done.rows_affected())
             }
 
             pub async fn delete_host(pool: &Pool, uuid: &str) -> Result<HostRow, Error> {
@@ -636,6 +688,22 @@ impl Store {
 
     pub async fn delete_host(&self, uuid: &str) -> Result<HostRow, Error> {
         dispatch!(self.delete_host(uuid))
+    }
+
+    /// Sets the host's task, unless a lock is under way on it (409).
+    pub async fn claim_task(&self, uuid: &str, task: &str) -> Result<HostRow, Error> {
+        dispatch!(self.claim_task(uuid, task))
+    }
+
+    /// Sets (or clears) the task of the host with internal id `id`.
+    pub async fn set_task(&self, id: i64, task: Option<&str>) -> Result<(), Error> {
+        dispatch!(self.set_task(id, task))
+    }
+
+    /// Replaces the task of every lock under way with `task` (at a start: whatever ran them
+    /// stopped); returns how many there were.
+    pub async fn interrupt_tasks(&self, task: &str) -> Result<u64, Error> {
+        dispatch!(self.interrupt_tasks(task))
     }
 
     /// Assigns all labels or none. The caller validates syntax first.

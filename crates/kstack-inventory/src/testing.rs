@@ -45,6 +45,7 @@ pub fn serve_config(
         joins: None,
         cloud: Arc::new(NoCloudStatus),
         max_connections: None,
+        compute: None,
     }
 }
 

@@ -75,13 +75,13 @@ async fn the_client_does_what_the_host_commands_need_and_says_what_went_wrong() 
         "no host named compute-9 in the inventory (see kstack host-list)"
     );
 
-    let locked = client.set_locked(&uuid, true).await.unwrap();
+    let locked = client.set_locked(&uuid, true, false).await.unwrap();
     assert_eq!(locked.administrative, Administrative::Locked);
     assert_eq!(
         client.host(&uuid).await.unwrap().administrative,
         Administrative::Locked
     );
-    let unlocked = client.set_locked(&uuid, false).await.unwrap();
+    let unlocked = client.set_locked(&uuid, false, false).await.unwrap();
     assert_eq!(unlocked.administrative, Administrative::Unlocked);
 
     let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());

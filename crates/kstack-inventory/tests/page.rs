@@ -23,6 +23,7 @@ const READER: &str = "reader-token-0123456789abcdef0123456789";
 
 struct Env {
     name: &'static str,
+    state: kstack_inventory::AppState,
     app: Router,
     cloud: Arc<FakeCloudStatus>,
     _dir: Option<tempfile::TempDir>,
@@ -84,7 +85,8 @@ async fn make_env(name: &'static str, url: &str, dir: Option<tempfile::TempDir>)
         .with_cloud(cloud.clone());
     Env {
         name,
-        app: router(state),
+        app: router(state.clone()),
+        state,
         cloud,
         _dir: dir,
     }
@@ -207,6 +209,13 @@ async fn reader_sees_hosts_services_history_and_graph() {
             s.ready = 0;
             s.reason = Some("keystone-0: readiness probe failed".into());
         });
+        // What the host is doing (a compute host's lock moving its instances off), escaped.
+        let row = env.state.store.get_host(uuid).await.unwrap();
+        env.state
+            .store
+            .set_task(row.id, Some("lock failed: <vm-1> did not move"))
+            .await
+            .unwrap();
 
         let a = send(&env.app, get("/status", Some(READER), None)).await;
         assert_eq!(a.status, StatusCode::OK, "{}: {}", env.name, a.body);
@@ -219,7 +228,12 @@ async fn reader_sees_hosts_services_history_and_graph() {
             "{}: {b}",
             env.name
         );
-        assert!(b.contains("locked, disabled"), "{b}");
+        assert!(
+            b.contains(
+                r#"locked, disabled<br><small class="task">lock failed: &lt;vm-1&gt; did not move</small>"#
+            ),
+            "{b}"
+        );
         assert!(b.contains("<code class=\"label\">openstack-compute-node=enabled</code>"));
         assert!(b.contains("<code class=\"label\">rack=r12</code>"));
         assert!(

@@ -110,6 +110,18 @@ impl Api {
         token: Option<&str>,
         body: Body<'_>,
     ) -> Result<Reply, CallError> {
+        self.send_with(method, url, token, &[], body).await
+    }
+
+    /// [`Api::send`] with extra headers (a microversion).
+    pub async fn send_with(
+        &self,
+        method: Method,
+        url: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+    ) -> Result<Reply, CallError> {
         let fail = |message: String| CallError {
             method: method.to_string(),
             url: url.to_owned(),
@@ -122,6 +134,9 @@ impl Api {
             .header("Accept", "application/json");
         if let Some(t) = token {
             req = req.header("X-Auth-Token", t);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
         }
         req = match body {
             Body::None => req,

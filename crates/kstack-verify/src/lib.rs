@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 mod cleanup;
+pub mod compute;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod guest;

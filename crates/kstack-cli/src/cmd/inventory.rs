@@ -86,14 +86,29 @@ pub enum InventoryCommand {
         client: Client,
     },
     /// Lock a host: its node is cordoned and gets the NoExecute taint services=disabled, which
-    /// evicts every pod there that does not tolerate it.
-    #[command(after_help = "Example:\n  kstack host-lock compute-4")]
+    /// evicts every pod there that does not tolerate it. When the service knows the cloud's
+    /// compute service (serve --compute-from-env), a compute host's instances move off first:
+    /// its nova-compute is disabled, each instance live-migrates (cold when stopped or when live
+    /// fails), then the host is locked; this command waits for that and shows each step.
+    /// Refused (409, exit 1) when the host has instances and no other compute host can take
+    /// them, naming them.
+    #[command(
+        after_help = "Examples:\n  kstack host-lock compute-4\n  kstack host-lock compute-4 --force   # taint at once: its instances stop"
+    )]
     HostLock {
         host: String,
+        /// Lock at once without moving the instances off (they stop with the host's
+        /// nova-compute and libvirt).
+        #[arg(long)]
+        force: bool,
+        /// Return as soon as the service accepted the lock, without waiting for the
+        /// instances to move (`kstack host-list` shows the TASK).
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         client: Client,
     },
-    /// Unlock a host.
+    /// Unlock a host (a compute host's nova-compute service is enabled again).
     #[command(after_help = "Example:\n  kstack host-unlock compute-4")]
     HostUnlock {
         host: String,
@@ -214,6 +229,14 @@ pub enum Serve {
         /// token is refused at most this late.
         #[arg(long, default_value_t = 300, requires = "keystone_url")]
         keystone_cache_secs: u64,
+        /// Move a compute host's instances off before it is locked, through the cloud's
+        /// compute service (nova), logging in as the OpenStack variables of the environment
+        /// say: OS_AUTH_URL, OS_USERNAME, OS_PASSWORD, OS_PROJECT_NAME, OS_USER_DOMAIN_NAME
+        /// and OS_PROJECT_DOMAIN_NAME (default Default), OS_REGION_NAME (default RegionOne),
+        /// OS_INTERFACE (default internal), OS_CACERT (a CA to trust besides the public roots):
+        /// an admin's openrc, e.g. `kstack openrc`'s.
+        #[arg(long)]
+        compute_from_env: bool,
     },
 }
 
@@ -260,8 +283,19 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                     keystone_admin_roles,
                     keystone_reader_roles,
                     keystone_cache_secs,
+                    compute_from_env,
                 },
         } => {
+            let compute: Option<Arc<dyn kstack_ports::ComputeHosts>> = if compute_from_env {
+                let nova = kstack_verify::compute::Nova::new(
+                    compute_credentials(|k| std::env::var(k).ok())?,
+                    Duration::from_secs(60),
+                )
+                .map_err(|e| InputError(format!("--compute-from-env: OS_CACERT: {e}")))?;
+                Some(Arc::new(nova))
+            } else {
+                None
+            };
             let keystone = match keystone_url {
                 Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
                     return Err(InputError(format!(
@@ -344,6 +378,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
                 joins,
                 cloud,
                 max_connections: max_connections.map(|n| n as usize),
+                compute,
             };
             eprintln!("kstack inventory: listening on {scheme}://{listen}");
             match kstack_inventory::serve(config).await {
@@ -373,9 +408,14 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             print_hosts(&client.connect()?.hosts().await?);
             Ok(())
         }
-        InventoryCommand::HostLock { host, client } => lock(&client.connect()?, &host, true).await,
+        InventoryCommand::HostLock {
+            host,
+            force,
+            no_wait,
+            client,
+        } => lock(&client.connect()?, &host, true, force, !no_wait).await,
         InventoryCommand::HostUnlock { host, client } => {
-            lock(&client.connect()?, &host, false).await
+            lock(&client.connect()?, &host, false, false, false).await
         }
         InventoryCommand::HostDelete { host, client } => {
             let client = client.connect()?;
@@ -439,15 +479,80 @@ fn warn_unsynced(host: &Host) {
     }
 }
 
-async fn lock(client: &InventoryClient, host: &str, locked: bool) -> anyhow::Result<()> {
+async fn lock(
+    client: &InventoryClient,
+    host: &str,
+    locked: bool,
+    force: bool,
+    wait: bool,
+) -> anyhow::Result<()> {
     let uuid = client.resolve(host).await?;
     if locked {
         eprintln!("locking {host}: {LOCK_EFFECT}");
     }
-    let h = client.set_locked(&uuid, locked).await?;
+    let mut h = client.set_locked(&uuid, locked, force).await?;
+    // A compute host whose instances move off first: its task says how far that is.
+    let mut shown = None;
+    while wait && h.task.as_deref().is_some_and(|t| t.starts_with("locking")) {
+        if shown != h.task {
+            eprintln!("{host}: {}", h.task.as_deref().unwrap_or_default());
+            shown = h.task.clone();
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        h = client.host(&uuid).await?;
+    }
     warn_unsynced(&h);
-    print_hosts(&[h]);
+    print_hosts(std::slice::from_ref(&h));
+    if let Some(task) = h.task.as_deref().filter(|t| t.starts_with("lock failed")) {
+        bail!("{host}: {task}");
+    }
     Ok(())
+}
+
+/// The compute service's credentials from OpenStack's environment variables (`get` reads one).
+fn compute_credentials(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<kstack_verify::compute::Credentials, InputError> {
+    let need = |k: &str| {
+        get(k).filter(|v| !v.is_empty()).ok_or_else(|| {
+            InputError(format!(
+                "--compute-from-env: {k} is not set; source an admin openrc (kstack openrc) first"
+            ))
+        })
+    };
+    let or = |k: &str, default: &str| {
+        get(k)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let interface = match or("OS_INTERFACE", "internal").as_str() {
+        "public" | "publicURL" => kstack_verify::Interface::Public,
+        "internal" | "internalURL" => kstack_verify::Interface::Internal,
+        "admin" | "adminURL" => kstack_verify::Interface::Admin,
+        other => {
+            return Err(InputError(format!(
+                "--compute-from-env: OS_INTERFACE={other} is not public, internal or admin"
+            )));
+        }
+    };
+    let ca_pem = match get("OS_CACERT").filter(|v| !v.is_empty()) {
+        Some(file) => Some(
+            std::fs::read(&file)
+                .map_err(|e| InputError(format!("--compute-from-env: OS_CACERT={file}: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(kstack_verify::compute::Credentials {
+        ca_pem,
+        auth_url: need("OS_AUTH_URL")?,
+        username: need("OS_USERNAME")?,
+        password: kstack_verify::Password::new(need("OS_PASSWORD")?),
+        project_name: need("OS_PROJECT_NAME")?,
+        user_domain: or("OS_USER_DOMAIN_NAME", "Default"),
+        project_domain: or("OS_PROJECT_DOMAIN_NAME", "Default"),
+        region: or("OS_REGION_NAME", "RegionOne"),
+        interface,
+    })
 }
 
 fn print_hosts(hosts: &[Host]) {
@@ -460,6 +565,7 @@ fn print_hosts(hosts: &[Host]) {
         "OPERATIONAL",
         "SYNC",
         "REASON",
+        "TASK",
     ]);
     for h in hosts {
         t.add_row([
@@ -470,6 +576,7 @@ fn print_hosts(hosts: &[Host]) {
             wire_name(&h.operational),
             wire_name(&h.sync_state),
             h.sync_reason.clone().unwrap_or_default(),
+            h.task.clone().unwrap_or_default(),
         ]);
     }
     println!("{t}");
