@@ -525,9 +525,19 @@ async fn unlock_host(
             }
         };
         if known && let Err(e) = compute.set_enabled(&host.hostname, true, "").await {
-            task = Some(format!(
-                "unlocked, but enabling its nova-compute service failed: enable it by hand ({e})"
-            ));
+            // Nova commits the change before it tells the host's nova-compute, which is still
+            // starting again after the lock evicted it: an answer that never came may still
+            // have enabled it.
+            let enabled = compute.services().await.is_ok_and(|services| {
+                services
+                    .iter()
+                    .any(|s| s.host == host.hostname && s.enabled)
+            });
+            if !enabled {
+                task = Some(format!(
+                    "unlocked, but enabling its nova-compute service failed: enable it by hand ({e})"
+                ));
+            }
         }
     }
     if task.is_some() || host.task.is_some() {

@@ -78,6 +78,9 @@ struct FakeState {
     no_live: Vec<String>,
     /// Instances whose cold migration fails too (they go to ERROR).
     no_cold: Vec<String>,
+    /// Hosts whose service change is applied but answered with an error (nova-api timing out
+    /// on the host's nova-compute after committing the change).
+    slow_answer: Vec<String>,
     /// The status of an instance in VERIFY_RESIZE before its cold migration.
     before_migration: BTreeMap<String, String>,
     calls: Vec<ComputeCall>,
@@ -134,6 +137,11 @@ impl FakeCompute {
         });
     }
 
+    /// Enabling or disabling `host`'s service from now on takes effect but answers an error.
+    pub fn answer_late(&self, host: &str) {
+        self.with(|s| s.slow_answer.push(host.to_string()));
+    }
+
     /// The live migration of `id` fails from now on.
     pub fn refuse_live(&self, id: &str) {
         self.with(|s| s.no_live.push(id.to_string()));
@@ -186,9 +194,13 @@ impl ComputeHosts for FakeCompute {
                 host: host.to_string(),
                 enabled,
             });
+            let late = s.slow_answer.iter().any(|h| h == host);
             match s.services.get_mut(host) {
                 Some(svc) => {
                     svc.enabled = enabled;
+                    if late {
+                        return Err(ComputeError("no answer in time (timeout)".to_string()));
+                    }
                     Ok(())
                 }
                 None => Err(ComputeError(format!(

@@ -289,7 +289,7 @@ async fn run_async(command: InventoryCommand) -> anyhow::Result<()> {
             let compute: Option<Arc<dyn kstack_ports::ComputeHosts>> = if compute_from_env {
                 let nova = kstack_verify::compute::Nova::new(
                     compute_credentials(|k| std::env::var(k).ok())?,
-                    Duration::from_secs(60),
+                    Duration::from_secs(90),
                 )
                 .map_err(|e| InputError(format!("--compute-from-env: OS_CACERT: {e}")))?;
                 Some(Arc::new(nova))
