@@ -70,7 +70,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kstack-model", "kstack-config", "kstack-render"],
     ),
     ("kstack-inventory", &["kstack-ports"]),
-    ("kstack-verify", &[]),
+    ("kstack-verify", &["kstack-ports"]),
     ("kstack-cli", LIBRARIES),
     ("kstack-e2e", LIBRARIES),
 ];
