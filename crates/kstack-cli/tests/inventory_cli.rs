@@ -248,7 +248,8 @@ fn the_client_speaks_https_with_a_ca_file_and_hosts_register_unlocked() {
             "ADMINISTRATIVE",
             "OPERATIONAL",
             "SYNC",
-            "REASON"
+            "REASON",
+            "TASK"
         ],
         "{table}"
     );
