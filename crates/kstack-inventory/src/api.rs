@@ -137,6 +137,7 @@ fn json_rejection(rej: JsonRejection) -> Error {
 
 /// Query of `POST /v1/labels/{host_uuid}`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OverwriteQuery {
     /// Replace the value of labels that already exist instead of failing with 409.
     #[serde(default)]
@@ -426,6 +427,7 @@ async fn set_administrative(
 
 /// Query of `POST /v1/ihosts/{uuid}/lock`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LockQuery {
     /// Lock at once, without moving a compute host's instances off first (they stop with
     /// the host's nova-compute and libvirt).

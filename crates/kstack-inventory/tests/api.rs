@@ -840,6 +840,38 @@ async fn openapi_document_matches_the_routes_and_shapes() {
         assert_eq!(s, StatusCode::OK, "{v}");
         let label_uuid = v["labels"][0]["uuid"].as_str().unwrap().to_string();
 
+        // Each parameter is where the route takes it: in the path only when the path template
+        // names it, else an optional query parameter (`?force=`, `?overwrite=`).
+        let mut queries = Vec::new();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                for p in op["parameters"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    let name = p["name"].as_str().unwrap();
+                    if path.contains(&format!("{{{name}}}")) {
+                        assert_eq!(p["in"], "path", "{method} {path}: {p}");
+                    } else {
+                        assert_eq!(p["in"], "query", "{method} {path}: {p}");
+                        assert_eq!(p["required"], json!(false), "{method} {path}: {p}");
+                        queries.push(format!("{method} {path}?{name}"));
+                    }
+                }
+            }
+        }
+        queries.sort();
+        assert_eq!(
+            queries,
+            [
+                "post /v1/ihosts/{uuid}/lock?force",
+                "post /v1/labels/{uuid}?overwrite"
+            ],
+            "{}",
+            env.name
+        );
+
         let schemas = &doc["components"]["schemas"];
         let props = |name: &str| -> Vec<String> {
             let mut p: Vec<String> = schemas[name]["properties"]
