@@ -460,13 +460,7 @@ async fn lock_host(
     ApiQuery(q): ApiQuery<LockQuery>,
 ) -> Result<Response, Error> {
     let host = state.store.get_host(&uuid).await?;
-    if host.locking() {
-        return Err(Error::Conflict(format!(
-            "host {:?} is being locked already ({}); wait for it to end",
-            host.hostname,
-            host.task.as_deref().unwrap_or_default()
-        )));
-    }
+    host.not_locking()?;
     let force = q.force.unwrap_or(false);
     if let Some(compute) = state
         .compute
@@ -502,13 +496,7 @@ async fn unlock_host(
     UuidPath(uuid): UuidPath,
 ) -> Result<Json<Host>, Error> {
     let host = state.store.get_host(&uuid).await?;
-    if host.locking() {
-        return Err(Error::Conflict(format!(
-            "host {:?} is being locked ({}); wait for the lock to end, then unlock",
-            host.hostname,
-            host.task.as_deref().unwrap_or_default()
-        )));
-    }
+    host.not_locking()?;
     let Json(mut unlocked) = set_administrative(&state, &uuid, Administrative::Unlocked).await?;
     let mut task = None;
     if let Some(compute) = state

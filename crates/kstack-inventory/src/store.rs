@@ -88,6 +88,19 @@ impl HostRow {
             .is_some_and(|t| t.starts_with(TASK_LOCKING))
     }
 
+    /// 409 while a lock of the host is under way (another lock or an unlock must wait).
+    pub fn not_locking(&self) -> Result<(), Error> {
+        if !self.locking() {
+            return Ok(());
+        }
+        Err(Error::Conflict(format!(
+            "host {:?} is being locked ({}); wait for the lock to end (GET /v1/ihosts/{})",
+            self.hostname,
+            self.task.as_deref().unwrap_or_default(),
+            self.uuid
+        )))
+    }
+
     /// The API view. Stored values are constrained by CHECKs, so parsing only fails
     /// if someone edited the database by hand; that is reported, not panicked on.
     pub fn to_api(&self) -> Result<Host, Error> {
@@ -363,14 +376,7 @@ macro_rules! backend_ops {
             pub async fn claim_task(pool: &Pool, uuid: &str, task: &str) -> Result<HostRow, Error> {
                 let mut tx = begin_write(pool).await?;
                 let host = host_by_uuid(&mut tx, uuid).await?;
-                if host.locking() {
-                    return Err(Error::Conflict(format!(
-                        "host {:?} is being locked already ({}); wait for it to end (GET /v1/ihosts/{})",
-                        host.hostname,
-                        host.task.as_deref().unwrap_or_default(),
-                        host.uuid
-                    )));
-                }
+                host.not_locking()?;
                 sqlx::query("UPDATE hosts SET task = $1 WHERE id = $2")
                     .bind(task)
                     .bind(host.id)
