@@ -1048,7 +1048,7 @@ fn compute_hosts_are_mapped_to_their_cell_once_they_register_and_whenever_they_j
     let scheduler = file(&files, "nova-scheduler", "nova.conf");
     assert_eq!(
         ini_value(scheduler, "scheduler", "discover_hosts_in_cells_interval").as_deref(),
-        Some("60")
+        Some("20")
     );
     // The deploy's discovery waits for a compute's service record instead of mapping nothing,
     // maps it, and fails when it is still not mapped; then it waits until no live compute is

@@ -28,10 +28,11 @@ pub(crate) enum Kind {
     Keypair,
     SecurityGroup,
     FloatingIp,
+    ServerGroup,
 }
 
 impl Kind {
-    const ALL: [Kind; 14] = [
+    const ALL: [Kind; 15] = [
         Kind::Project,
         Kind::User,
         Kind::Image,
@@ -46,6 +47,7 @@ impl Kind {
         Kind::Keypair,
         Kind::SecurityGroup,
         Kind::FloatingIp,
+        Kind::ServerGroup,
     ];
 
     /// The kind [`Kind::name`] names.
@@ -69,6 +71,7 @@ impl Kind {
             Kind::Keypair => "key pair",
             Kind::SecurityGroup => "security group",
             Kind::FloatingIp => "floating IP",
+            Kind::ServerGroup => "server group",
         }
     }
 }

@@ -21,18 +21,36 @@ const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Run<'_> {
     /// From the first guest (over SSH), the second server's fixed address on the other
-    /// network answers ping: the router routes between the two tenant networks.
+    /// network answers ping: the router routes between the two tenant networks. Says whether
+    /// the two servers ran on different compute hosts (their `hostId`s, which a project sees).
     pub(super) async fn ping_across(
         &self,
         session: &ssh::Session,
         token: &str,
+        url_a: &str,
         id_b: &str,
         url_b: &str,
     ) -> Result<String, Failure> {
+        let (_, a) = self
+            .api
+            .call(Method::GET, url_a, Some(token), Body::None)
+            .await?;
         let (_, v) = self
             .api
             .call(Method::GET, url_b, Some(token), Body::None)
             .await?;
+        let hosts = match (
+            a["server"]["hostId"].as_str(),
+            v["server"]["hostId"].as_str(),
+        ) {
+            (Some(x), Some(y)) if !x.is_empty() && x != y => {
+                "on another compute host than the first"
+            }
+            (Some(x), Some(y)) if !x.is_empty() && x == y => {
+                "on the first one's compute host (no other took it)"
+            }
+            _ => "on a compute host nova did not name",
+        };
         let address = addresses(&v["server"])
             .into_iter()
             .next()
@@ -58,7 +76,7 @@ impl Run<'_> {
             )));
         }
         Ok(format!(
-            "; the second server, on a network without a router, got its lease and its metadata through the network's DHCP port, and once that network was attached to the same router answered the first one's ping at {address} ({:.1} s)",
+            "; the second server, {hosts} and on a network without a router, got its lease and its metadata through the network's DHCP port, and once that network was attached to the same router answered the first one's ping at {address} ({:.1} s)",
             secs(started)
         ))
     }

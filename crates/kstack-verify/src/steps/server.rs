@@ -67,7 +67,14 @@ impl Run<'_> {
         } else {
             None
         };
-        let (id, url) = self.boot(&token, &nova, &server).await?;
+        // Two servers go to different compute hosts where the cloud has several (a server
+        // group of soft anti-affinity, as a user spreads a service), so the ping between them
+        // crosses hosts; with one host they share it.
+        let hints = match (&key, self.second_network.is_some()) {
+            (Some(_), true) => Some(json!({ "group": self.server_group(&token, &nova).await? })),
+            _ => None,
+        };
+        let (id, url) = self.boot(&token, &nova, &server, hints.as_ref()).await?;
         self.server_id = Some(id.clone());
         let booted = Instant::now();
         // The second server boots beside the first (same key and security group).
@@ -76,7 +83,7 @@ impl Run<'_> {
                 let mut b = server.clone();
                 b["name"] = json!(format!("{}-b", self.s.prefix));
                 b["networks"] = json!([{ "uuid": net_b.network }]);
-                Some(self.boot(&token, &nova, &b).await?)
+                Some(self.boot(&token, &nova, &b, hints.as_ref()).await?)
             }
             _ => None,
         };
@@ -118,7 +125,7 @@ impl Run<'_> {
                 let v2 = format!("{}/v2.0", self.endpoint(self.user()?, "network")?);
                 self.attach(&token, &v2, &net_b.router, &net_b.name, &net_b.subnet)
                     .await?;
-                let d = self.ping_across(session, &token, id_b, url_b).await?;
+                let d = self.ping_across(session, &token, &url, id_b, url_b).await?;
                 self.delete_and_wait(Kind::Server, url_b, &token).await?;
                 d
             }
@@ -169,20 +176,56 @@ impl Run<'_> {
         ))
     }
 
-    /// Creates a server (recorded for the cleanup): its id and URL.
+    /// A server group of soft anti-affinity (recorded for the cleanup): its id. Nova places
+    /// its servers on different hosts when it can, on one when it cannot.
+    async fn server_group(&mut self, token: &str, nova: &str) -> Result<String, Failure> {
+        let url = format!("{nova}/os-server-groups");
+        // `policy` (one string) and the soft policies need microversion 2.64 and 2.15.
+        let reply = self
+            .api
+            .send_with(
+                Method::POST,
+                &url,
+                Some(token),
+                &[("OpenStack-API-Version", "compute 2.64")],
+                Body::Json(&json!({ "server_group": {
+                    "name": self.s.prefix, "policy": "soft-anti-affinity",
+                }})),
+            )
+            .await?;
+        if !reply.ok() {
+            return Err(crate::http::status_error(&Method::POST, &url, &reply).into());
+        }
+        let id = id_of(&reply.json()["server_group"], "server group")?;
+        self.record(
+            Kind::ServerGroup,
+            &id,
+            format!("{nova}/os-server-groups/{id}"),
+            Owner::User,
+        );
+        Ok(id)
+    }
+
+    /// Creates a server (recorded for the cleanup), with scheduler hints if given: its id
+    /// and URL.
     async fn boot(
         &mut self,
         token: &str,
         nova: &str,
         server: &Value,
+        hints: Option<&Value>,
     ) -> Result<(String, String), Failure> {
+        let mut body = json!({ "server": server });
+        if let Some(h) = hints {
+            body["os:scheduler_hints"] = h.clone();
+        }
         let (_, v) = self
             .api
             .call(
                 Method::POST,
                 &format!("{nova}/servers"),
                 Some(token),
-                Body::Json(&json!({ "server": server })),
+                Body::Json(&body),
             )
             .await?;
         let id = id_of(&v["server"], "server")?;
