@@ -165,6 +165,9 @@ if ! wait "$images_pid"; then
 fi
 bash hack/devcluster.sh import "$(tail -n 1 "$images_log")"
 bash hack/devcluster.sh import "$(tail -n 1 "$old_log")"
+# The real-node test grows the cluster to a second real node and imports the images there.
+KSTACK_E2E_IMAGES=$(tail -n 1 "$images_log")
+export KSTACK_E2E_IMAGES
 # The guest the real-node test boots (a whole disk: boot loader, kernel, an initramfs with
 # busybox, a DHCP client and an SSH server; cached by its inputs): it must get its lease and
 # metadata through the router.
@@ -205,7 +208,7 @@ bash hack/docker.sh down --purge-state
 bash hack/realnode.sh host-state take
 [ "$sim_rc" = 0 ] && [ "$docker_rc" = 0 ] || exit 1
 
-phase "end-to-end tests on the real node (real_cloud with tempest smoke, real_ha), beside schemathesis"
+phase "end-to-end tests on the real node (real_cloud with tempest smoke, then grown to a second real node; real_ha), beside schemathesis"
 # Schemathesis fuzzes the inventory service (a process of its own on a free port, its own
 # database) while the real node works: it needs only the control plane, and the real-node tests
 # wait on their pods most of the time. Its log is printed after them.

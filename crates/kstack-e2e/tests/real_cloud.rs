@@ -15,6 +15,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
+mod several_nodes;
 mod support;
 use support::{
     Apis, LoadSwitch, admin_password, admin_token, admin_token_and_project, ceph_for_cinder,
@@ -53,6 +54,18 @@ fn upgraded_globals() -> String {
     format!(
         "{}mariadb_tag: \"{old}\"\nrabbitmq_tag: \"{old}\"\nmemcached_tag: \"{old}\"\n",
         globals_at(TO)
+    )
+}
+
+/// The schedule of the backups the real cloud takes from its backup test on (once a year: the
+/// test starts one by hand).
+const BACKUP_SCHEDULE: &str = "0 0 1 1 *";
+
+/// [`upgraded_globals`] with scheduled backups: the real cloud's globals from the backup test on.
+fn scheduled_globals() -> String {
+    format!(
+        "{}kstack_backup_schedule: \"{BACKUP_SCHEDULE}\"\nkstack_backup_keep: 1\n",
+        upgraded_globals()
     )
 }
 
@@ -261,7 +274,14 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
     backup_and_restore_bring_back_the_databases(&cloud, &client).await?;
     scheduled_backups_land_on_their_volume_and_restore(&cloud, &client).await?;
     the_public_certificate_renews_without_a_failed_request(&cloud, &client).await?;
-    service_records_are_those_of_running_services(&cloud, &client).await
+    service_records_are_those_of_running_services(&cloud, &client).await?;
+    several_nodes::guests_cross_nodes_and_move_off_a_locked_host(
+        &cloud,
+        &client,
+        &scheduled_globals(),
+        PUBLIC,
+    )
+    .await
 }
 
 /// OpenStack's own test suite on this cloud: `hack/tempest.sh --smoke` (tempest 43.0.0 and the
@@ -2129,11 +2149,8 @@ async fn scheduled_backups_land_on_their_volume_and_restore(
     client: &kube::Client,
 ) -> anyhow::Result<()> {
     use kstack_k8s::api::batch::v1::{CronJob, Job};
-    let schedule = "0 0 1 1 *";
-    cloud.set_globals(&format!(
-        "{}kstack_backup_schedule: \"{schedule}\"\nkstack_backup_keep: 1\n",
-        upgraded_globals()
-    ))?;
+    let schedule = BACKUP_SCHEDULE;
+    cloud.set_globals(&scheduled_globals())?;
     let (code, report, stderr) = cloud.deploy().await?;
     assert_eq!(
         code, 0,

@@ -77,9 +77,11 @@ impl Run<'_> {
         let (id, url) = self.boot(&token, &nova, &server, hints.as_ref()).await?;
         self.server_id = Some(id.clone());
         let booted = Instant::now();
-        // The second server boots beside the first (same key and security group).
+        // The second server boots beside the first (same key and security group), once the
+        // first has its host: the scheduler knows a group's hosts from its placed members only.
         let second = match (&key, self.second_network.as_ref()) {
             (Some(_), Some(net_b)) => {
+                self.wait_placed(&token, &url).await?;
                 let mut b = server.clone();
                 b["name"] = json!(format!("{}-b", self.s.prefix));
                 b["networks"] = json!([{ "uuid": net_b.network }]);
@@ -232,6 +234,26 @@ impl Run<'_> {
         let url = format!("{nova}/servers/{id}");
         self.record(Kind::Server, &id, url.clone(), Owner::User);
         Ok((id, url))
+    }
+
+    /// Waits until the server has a host (its `hostId`, which its project sees), or has left
+    /// BUILD (what then went wrong is [`Run::wait_active`]'s to say), or the time limit passed.
+    async fn wait_placed(&self, token: &str, url: &str) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.s.timeout;
+        loop {
+            let (_, v) = self
+                .api
+                .call(Method::GET, url, Some(token), Body::None)
+                .await?;
+            let s = &v["server"];
+            if s["hostId"].as_str().is_some_and(|h| !h.is_empty())
+                || s["status"].as_str() != Some("BUILD")
+                || Instant::now() >= deadline
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(self.s.poll_interval).await;
+        }
     }
 
     /// Waits until the server is ACTIVE; ERROR (with nova's fault) or the time limit fail.
