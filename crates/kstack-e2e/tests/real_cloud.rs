@@ -116,27 +116,8 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         }
     }
 
-    // The guest `hack/guest.sh` built (hack/test.sh passes its directory): a real Linux that
-    // must get its lease and its metadata through the router and start SSH.
-    let guest = std::env::var("KSTACK_E2E_GUEST_IMAGE").context(
-        "KSTACK_E2E_GUEST_IMAGE is not set: the directory hack/guest.sh prints (hack/test.sh sets it)",
-    )?;
-    // The real node's external interface has 172.24.4.1/24 on its other end (hack/realnode.sh):
-    // verify's scratch provider network there gives the guest a floating IP this machine
-    // reaches.
     // `--keep`: the first server stays, running, for the upgrade below to carry through.
-    let out = cloud
-        .run(&[
-            "verify",
-            "-o",
-            "json",
-            "--keep",
-            "--guest-image",
-            &guest,
-            "--external-subnet",
-            "172.24.4.0/24",
-        ])
-        .await?;
+    let out = verify_keeping_a_guest(&cloud).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -282,6 +263,28 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         PUBLIC,
     )
     .await
+}
+
+/// `kstack verify -o json --keep` with the guest `hack/guest.sh` built (hack/test.sh passes its
+/// directory): a real Linux that must get its lease and its metadata through the router and
+/// start SSH. The real node's external interface has 172.24.4.1/24 on its other end
+/// (hack/realnode.sh): a floating IP on the provider network there is one this machine reaches.
+async fn verify_keeping_a_guest(cloud: &Cloud) -> anyhow::Result<std::process::Output> {
+    let guest = std::env::var("KSTACK_E2E_GUEST_IMAGE").context(
+        "KSTACK_E2E_GUEST_IMAGE is not set: the directory hack/guest.sh prints (hack/test.sh sets it)",
+    )?;
+    cloud
+        .run(&[
+            "verify",
+            "-o",
+            "json",
+            "--keep",
+            "--guest-image",
+            &guest,
+            "--external-subnet",
+            "172.24.4.0/24",
+        ])
+        .await
 }
 
 /// OpenStack's own test suite on this cloud: `hack/tempest.sh --smoke` (tempest 43.0.0 and the

@@ -133,30 +133,15 @@ async fn on_two_nodes(
 
     // A user's view: verify's two servers land on different hosts (soft anti-affinity) and
     // ping each other through the router. Two runs keep a guest each, for the moves below.
-    let guest = std::env::var("KSTACK_E2E_GUEST_IMAGE")?;
-    let verify = |prefix: &'static str| {
-        let guest = guest.clone();
-        async move {
-            let out = cloud
-                .run(&[
-                    "verify",
-                    "-o",
-                    "json",
-                    "--keep",
-                    "--guest-image",
-                    &guest,
-                    "--external-subnet",
-                    "172.24.4.0/24",
-                ])
-                .await?;
-            let v: Value = serde_json::from_slice(&out.stdout).with_context(|| {
-                format!(
-                    "verify ({prefix}) printed no JSON: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            })?;
-            anyhow::Ok((out.status.success(), v))
-        }
+    let verify = |run: &'static str| async move {
+        let out = crate::verify_keeping_a_guest(cloud).await?;
+        let v: Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "verify ({run}) printed no JSON: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        anyhow::Ok((out.status.success(), v))
     };
     let t = Instant::now();
     let (a, b) = tokio::join!(verify("first"), verify("second"));

@@ -236,54 +236,71 @@ impl Run<'_> {
         Ok((id, url))
     }
 
-    /// Waits until the server has a host (its `hostId`, which its project sees), or has left
-    /// BUILD (what then went wrong is [`Run::wait_active`]'s to say), or the time limit passed.
-    async fn wait_placed(&self, token: &str, url: &str) -> Result<(), Failure> {
+    /// Reads the server every poll interval until `answer` gives a result for what nova says
+    /// of it (`server`), or the time limit passed: then `late` gives the result.
+    async fn poll_server(
+        &self,
+        token: &str,
+        url: &str,
+        answer: impl Fn(&Value) -> Option<Result<(), Failure>>,
+        late: impl FnOnce(&Value) -> Result<(), Failure>,
+    ) -> Result<(), Failure> {
         let deadline = Instant::now() + self.s.timeout;
         loop {
             let (_, v) = self
                 .api
                 .call(Method::GET, url, Some(token), Body::None)
                 .await?;
-            let s = &v["server"];
-            if s["hostId"].as_str().is_some_and(|h| !h.is_empty())
-                || s["status"].as_str() != Some("BUILD")
-                || Instant::now() >= deadline
-            {
-                return Ok(());
+            if let Some(result) = answer(&v["server"]) {
+                return result;
+            }
+            if Instant::now() >= deadline {
+                return late(&v["server"]);
             }
             tokio::time::sleep(self.s.poll_interval).await;
         }
     }
 
+    /// Waits until the server has a host (its `hostId`, which its project sees), or has left
+    /// BUILD (what then went wrong is [`Run::wait_active`]'s to say), or the time limit passed.
+    async fn wait_placed(&self, token: &str, url: &str) -> Result<(), Failure> {
+        self.poll_server(
+            token,
+            url,
+            |s| {
+                (s["hostId"].as_str().is_some_and(|h| !h.is_empty())
+                    || s["status"].as_str() != Some("BUILD"))
+                .then_some(Ok(()))
+            },
+            |_| Ok(()),
+        )
+        .await
+    }
+
     /// Waits until the server is ACTIVE; ERROR (with nova's fault) or the time limit fail.
     async fn wait_active(&self, token: &str, id: &str, url: &str) -> Result<(), Failure> {
-        let deadline = Instant::now() + self.s.timeout;
-        loop {
-            let (_, v) = self
-                .api
-                .call(Method::GET, url, Some(token), Body::None)
-                .await?;
-            let s = &v["server"];
-            match s["status"].as_str().unwrap_or_default() {
-                "ACTIVE" => return Ok(()),
-                "ERROR" => {
+        self.poll_server(
+            token,
+            url,
+            |s| match s["status"].as_str() {
+                Some("ACTIVE") => Some(Ok(())),
+                Some("ERROR") => {
                     let fault = s["fault"]["message"].as_str().unwrap_or("no fault message");
-                    return Err(Failure::check(format!(
+                    Some(Err(Failure::check(format!(
                         "server {id} went to ERROR: {fault}"
-                    )));
+                    ))))
                 }
-                other => {
-                    if Instant::now() >= deadline {
-                        let task = s["OS-EXT-STS:task_state"].as_str().unwrap_or("none");
-                        return Err(Failure::check(format!(
-                            "server {id} not ACTIVE after {:?} (status {other}, task state {task})",
-                            self.s.timeout
-                        )));
-                    }
-                }
-            }
-            tokio::time::sleep(self.s.poll_interval).await;
-        }
+                _ => None,
+            },
+            |s| {
+                let status = s["status"].as_str().unwrap_or_default();
+                let task = s["OS-EXT-STS:task_state"].as_str().unwrap_or("none");
+                Err(Failure::check(format!(
+                    "server {id} not ACTIVE after {:?} (status {status}, task state {task})",
+                    self.s.timeout
+                )))
+            },
+        )
+        .await
     }
 }
