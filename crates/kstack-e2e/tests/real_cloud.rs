@@ -2745,6 +2745,33 @@ async fn network_diagnostics(client: &kube::Client, cloud: &Cloud) -> String {
         Ok(p) => out.push(format!("Open vSwitch ports (name,tag): {p}")),
         Err(e) => out.push(format!("Open vSwitch's ports could not be read: {e}")),
     }
+    // The integration bridge's OpenFlow rules with their packet counts (the security groups'
+    // among them): between a tagged guest port and a tagged DHCP port, what held the packets.
+    let counted = match named("openvswitch-vswitchd-") {
+        Some((pod, _)) => {
+            run_in_pod(
+                &pods,
+                &pod,
+                "ovs-vswitchd",
+                &["ovs-ofctl", "--names", "dump-flows", "br-int"],
+                &[],
+                "",
+            )
+            .await
+        }
+        None => Err(anyhow::anyhow!("no openvswitch-vswitchd pod")),
+    };
+    match counted {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            out.push(format!(
+                "br-int's OpenFlow rules ({}, the first 300):",
+                lines.len()
+            ));
+            out.extend(lines.iter().take(300).map(|l| format!("  {}", l.trim())));
+        }
+        Err(e) => out.push(format!("br-int's OpenFlow rules could not be read: {e}")),
+    }
     out.extend(host_network());
     for service in [
         "neutron-server",
