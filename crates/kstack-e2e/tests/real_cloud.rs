@@ -260,7 +260,6 @@ async fn the_cloud_runs_in_real_containers_and_passes_verify() -> anyhow::Result
         &cloud,
         &client,
         &scheduled_globals(),
-        PUBLIC,
     )
     .await
 }

@@ -236,7 +236,21 @@ impl Api {
         token: Option<&str>,
         body: Body<'_>,
     ) -> Result<(HeaderMap, Value), CallError> {
-        let reply = self.send(method.clone(), url, token, body).await?;
+        self.call_with(method, url, token, &[], body).await
+    }
+
+    /// [`Api::call`] with extra headers (a microversion).
+    pub async fn call_with(
+        &self,
+        method: Method,
+        url: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+    ) -> Result<(HeaderMap, Value), CallError> {
+        let reply = self
+            .send_with(method.clone(), url, token, headers, body)
+            .await?;
         if !reply.ok() {
             return Err(status_error(&method, url, &reply));
         }

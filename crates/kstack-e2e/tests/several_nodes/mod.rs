@@ -46,12 +46,11 @@ async fn devcluster(args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// The cloud on two real nodes; `globals` are the cloud's globals so far (the external
-/// interface `kstack-ext0` among them) and `public` its public address.
+/// interface `kstack-ext0` among them).
 pub async fn guests_cross_nodes_and_move_off_a_locked_host(
     cloud: &Cloud,
     client: &kube::Client,
     globals: &str,
-    public: &str,
 ) -> anyhow::Result<()> {
     let images = std::env::var("KSTACK_E2E_IMAGES").context(
         "KSTACK_E2E_IMAGES is not set: the image directory hack/images.sh prints (hack/test.sh sets it)",
@@ -66,7 +65,7 @@ pub async fn guests_cross_nodes_and_move_off_a_locked_host(
             up.as_secs_f64(),
             (t.elapsed() - up).as_secs_f64()
         );
-        on_two_nodes(cloud, client, globals, public).await
+        on_two_nodes(cloud, client, globals).await
     })
     .catch_unwind()
     .await;
@@ -79,12 +78,7 @@ pub async fn guests_cross_nodes_and_move_off_a_locked_host(
     shrunk.map(|_| ())
 }
 
-async fn on_two_nodes(
-    cloud: &Cloud,
-    client: &kube::Client,
-    globals: &str,
-    public: &str,
-) -> anyhow::Result<()> {
+async fn on_two_nodes(cloud: &Cloud, client: &kube::Client, globals: &str) -> anyhow::Result<()> {
     // Tenant networks as VLANs on the tunnel network between the nodes (`kstack-tun`, physnet2),
     // the external network where it was (docs/REAL-NODE.md, "The cloud across two nodes").
     let single = "neutron_external_interface: kstack-ext0\n";
@@ -170,7 +164,8 @@ async fn on_two_nodes(
                 .unwrap_or_default()
                 .to_owned()
         };
-        let services = nova(cloud, client, public).await?.services().await?;
+        let nova = nova(cloud, client).await?;
+        let services = nova.services().await?;
         for (_, v) in [&a, &b] {
             let d = server(v);
             assert!(
@@ -185,7 +180,7 @@ async fn on_two_nodes(
             t.elapsed().as_secs_f64()
         );
         anyhow::ensure!(kept.len() == 2, "the verify runs kept {} guests", kept.len());
-        guests_move(cloud, client, public, &kept).await
+        guests_move(cloud, client, &nova, &kept).await
     })
     .catch_unwind()
     .await;
@@ -255,10 +250,9 @@ async fn new_host_is_mapped(pods: &Api<Pod>) -> anyhow::Result<()> {
 async fn nova(
     cloud: &Cloud,
     client: &kube::Client,
-    public: &str,
 ) -> anyhow::Result<kstack_verify::compute::Nova> {
     let creds = kstack_verify::compute::Credentials {
-        auth_url: format!("https://{public}:5000"),
+        auth_url: format!("https://{}:5000", crate::PUBLIC),
         username: "admin".into(),
         password: kstack_verify::Password::new(admin_password(cloud)?),
         project_name: "admin".into(),
@@ -311,10 +305,9 @@ async fn settled_on(
 async fn guests_move(
     cloud: &Cloud,
     client: &kube::Client,
-    public: &str,
+    nova: &kstack_verify::compute::Nova,
     kept: &[crate::KeptGuest],
 ) -> anyhow::Result<()> {
-    let nova = nova(cloud, client, public).await?;
     let services = nova.services().await?;
     let node1 = services
         .iter()
@@ -344,7 +337,7 @@ async fn guests_move(
             let probe = tokio::spawn(crate::reachability(k.address()?, stop.clone()));
             let t = Instant::now();
             nova.live_migrate(id).await?;
-            settled_on(&nova, id, NODE2, Duration::from_secs(300)).await?;
+            settled_on(nova, id, NODE2, Duration::from_secs(300)).await?;
             let took = t.elapsed();
             tokio::time::sleep(Duration::from_secs(3)).await;
             stop.stop();
@@ -374,9 +367,9 @@ async fn guests_move(
 
     // The lock, as an operator does it: the inventory service with the cloud's compute
     // service, the host registered, `kstack host-lock`.
-    let inventory = Inventory::start(cloud, client, public).await?;
+    let inventory = Inventory::start(cloud, client).await?;
     let add = inventory
-        .kstack(&["host-add", NODE2, "--personality", "compute"])
+        .kstack(cloud, &["host-add", NODE2, "--personality", "compute"])
         .await?;
     anyhow::ensure!(add.status.success(), "host-add: {}", stderr(&add));
     let stop = LoadSwitch::new();
@@ -388,7 +381,7 @@ async fn guests_move(
         })
         .collect::<anyhow::Result<_>>()?;
     let t = Instant::now();
-    let lock = inventory.kstack(&["host-lock", NODE2]).await?;
+    let lock = inventory.kstack(cloud, &["host-lock", NODE2]).await?;
     let locked_in = t.elapsed();
     stop.stop();
     let mut reaches = Vec::new();
@@ -402,7 +395,7 @@ async fn guests_move(
         stderr(&lock)
     );
     for id in &ids {
-        settled_on(&nova, id, &node1, Duration::from_secs(60)).await?;
+        settled_on(nova, id, &node1, Duration::from_secs(60)).await?;
     }
     let nodes: Api<Node> = Api::all(client.clone());
     let tainted = |n: &Node| {
@@ -448,7 +441,7 @@ async fn guests_move(
         );
     }
 
-    let unlock = inventory.kstack(&["host-unlock", NODE2]).await?;
+    let unlock = inventory.kstack(cloud, &["host-unlock", NODE2]).await?;
     anyhow::ensure!(unlock.status.success(), "host-unlock: {}", stderr(&unlock));
     assert!(
         !tainted(&nodes.get(NODE2).await?),
@@ -475,16 +468,14 @@ fn stderr(out: &std::process::Output) -> String {
 /// `kstack inventory serve` with the cloud's compute service (an admin's OpenStack variables
 /// through the public endpoints), syncing the test cluster's nodes; stopped when dropped.
 struct Inventory {
-    child: tokio::process::Child,
+    _child: tokio::process::Child,
     url: String,
     token: String,
-    cloud_dir: std::path::PathBuf,
-    kubeconfig: String,
     _dir: tempfile::TempDir,
 }
 
 impl Inventory {
-    async fn start(cloud: &Cloud, client: &kube::Client, public: &str) -> anyhow::Result<Self> {
+    async fn start(cloud: &Cloud, client: &kube::Client) -> anyhow::Result<Self> {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir()?;
         let token = format!("e2e-{:032x}", rand::random::<u128>());
@@ -497,30 +488,29 @@ impl Inventory {
             .local_addr()?
             .port();
         let listen = format!("127.0.0.1:{port}");
-        let child = tokio::process::Command::new(kstack_e2e::cloud::kstack_bin()?)
-            .args([
+        let database = dir.path().join("inventory.db");
+        let child = cloud
+            .command(&[
                 "inventory",
                 "serve",
                 "--compute-from-env",
                 "--listen",
                 &listen,
-            ])
+                "--cloud-namespace",
+                &cloud.ns.name,
+            ])?
             .arg("--database")
-            .arg(dir.path().join("inventory.db"))
+            .arg(&database)
             .arg("--tokens")
             .arg(&tokens)
-            .args(["--kubeconfig", &cloud.kubeconfig])
-            .args(["--cloud-namespace", &cloud.ns.name])
-            .env("OS_AUTH_URL", format!("https://{public}:5000"))
+            .env("OS_AUTH_URL", format!("https://{}:5000", crate::PUBLIC))
             .env("OS_USERNAME", "admin")
             .env("OS_PASSWORD", admin_password(cloud)?)
             .env("OS_PROJECT_NAME", "admin")
             .env("OS_INTERFACE", "public")
             .env("OS_CACERT", &ca)
-            .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()?;
-        let url = format!("http://{listen}");
         let t = Instant::now();
         while tokio::net::TcpStream::connect(&listen).await.is_err() {
             anyhow::ensure!(
@@ -530,33 +520,20 @@ impl Inventory {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(Inventory {
-            child,
-            url,
+            _child: child,
+            url: format!("http://{listen}"),
             token,
-            cloud_dir: cloud.dir.path().to_owned(),
-            kubeconfig: cloud.kubeconfig.clone(),
             _dir: dir,
         })
     }
 
-    /// `kstack ARGS` as a client of this service.
-    async fn kstack(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        Ok(
-            tokio::process::Command::new(kstack_e2e::cloud::kstack_bin()?)
-                .args(args)
-                .env("KSTACK_INVENTORY_URL", &self.url)
-                .env("KSTACK_INVENTORY_TOKEN", &self.token)
-                .env("KSTACK_CONFIG_DIR", &self.cloud_dir)
-                .env("KUBECONFIG", &self.kubeconfig)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await?,
-        )
-    }
-}
-
-impl Drop for Inventory {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
+    /// `kstack ARGS` on `cloud`'s config directory, as a client of this service.
+    async fn kstack(&self, cloud: &Cloud, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Ok(cloud
+            .command(args)?
+            .env("KSTACK_INVENTORY_URL", &self.url)
+            .env("KSTACK_INVENTORY_TOKEN", &self.token)
+            .output()
+            .await?)
     }
 }

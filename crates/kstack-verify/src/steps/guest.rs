@@ -39,16 +39,16 @@ impl Run<'_> {
             .api
             .call(Method::GET, url_b, Some(token), Body::None)
             .await?;
-        let hosts = match (
-            a["server"]["hostId"].as_str(),
-            v["server"]["hostId"].as_str(),
-        ) {
-            (Some(x), Some(y)) if !x.is_empty() && x != y => {
-                "on another compute host than the first"
-            }
-            (Some(x), Some(y)) if !x.is_empty() && x == y => {
-                "on the first one's compute host (no other took it)"
-            }
+        // Empty while a server has no host yet.
+        let host_id = |v: &Value| {
+            v["server"]["hostId"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+        };
+        let hosts = match (host_id(&a), host_id(&v)) {
+            (Some(x), Some(y)) if x != y => "on another compute host than the first",
+            (Some(_), Some(_)) => "on the first one's compute host (no other took it)",
             _ => "on a compute host nova did not name",
         };
         let address = addresses(&v["server"])

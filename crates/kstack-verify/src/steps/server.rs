@@ -181,13 +181,12 @@ impl Run<'_> {
     /// A server group of soft anti-affinity (recorded for the cleanup): its id. Nova places
     /// its servers on different hosts when it can, on one when it cannot.
     async fn server_group(&mut self, token: &str, nova: &str) -> Result<String, Failure> {
-        let url = format!("{nova}/os-server-groups");
         // `policy` (one string) and the soft policies need microversion 2.64 and 2.15.
-        let reply = self
+        let (_, v) = self
             .api
-            .send_with(
+            .call_with(
                 Method::POST,
-                &url,
+                &format!("{nova}/os-server-groups"),
                 Some(token),
                 &[("OpenStack-API-Version", "compute 2.64")],
                 Body::Json(&json!({ "server_group": {
@@ -195,10 +194,7 @@ impl Run<'_> {
                 }})),
             )
             .await?;
-        if !reply.ok() {
-            return Err(crate::http::status_error(&Method::POST, &url, &reply).into());
-        }
-        let id = id_of(&reply.json()["server_group"], "server group")?;
+        let id = id_of(&v["server_group"], "server group")?;
         self.record(
             Kind::ServerGroup,
             &id,
